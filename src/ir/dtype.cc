@@ -1,0 +1,66 @@
+#include "ir/dtype.h"
+
+namespace tessera {
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::kUndefined: return 0;
+    case DType::kFloat32: return 4;
+    case DType::kFloat16: return 2;
+    case DType::kBFloat16: return 2;
+    case DType::kFloat64: return 8;
+    case DType::kInt8: return 1;
+    case DType::kUint8: return 1;
+    case DType::kInt16: return 2;
+    case DType::kUint16: return 2;
+    case DType::kInt32: return 4;
+    case DType::kUint32: return 4;
+    case DType::kInt64: return 8;
+    case DType::kUint64: return 8;
+    case DType::kBool: return 1;
+    case DType::kString: return sizeof(std::string);
+  }
+  return 0;
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kUndefined: return "undefined";
+    case DType::kFloat32: return "float32";
+    case DType::kFloat16: return "float16";
+    case DType::kBFloat16: return "bfloat16";
+    case DType::kFloat64: return "float64";
+    case DType::kInt8: return "int8";
+    case DType::kUint8: return "uint8";
+    case DType::kInt16: return "int16";
+    case DType::kUint16: return "uint16";
+    case DType::kInt32: return "int32";
+    case DType::kUint32: return "uint32";
+    case DType::kInt64: return "int64";
+    case DType::kUint64: return "uint64";
+    case DType::kBool: return "bool";
+    case DType::kString: return "string";
+  }
+  return "unknown";
+}
+
+bool dtype_is_float(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 ||
+         t == DType::kFloat64;
+}
+
+bool dtype_is_integer(DType t) {
+  switch (t) {
+    case DType::kInt8: case DType::kUint8: case DType::kInt16: case DType::kUint16:
+    case DType::kInt32: case DType::kUint32: case DType::kInt64: case DType::kUint64:
+      return true;
+    default: return false;
+  }
+}
+
+bool dtype_is_signed(DType t) {
+  return dtype_is_float(t) || t == DType::kInt8 || t == DType::kInt16 || t == DType::kInt32 ||
+         t == DType::kInt64;
+}
+
+}  // namespace tessera

@@ -1,0 +1,42 @@
+// One thread pool for kernels: parallel_for over an index range, blocking until done.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tessera {
+
+class ThreadPool {
+ public:
+  // num_threads counts the calling thread: 1 means no worker threads.
+  explicit ThreadPool(int num_threads = 1);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return num_threads_; }
+  // Calls fn(begin, end) on disjoint chunks covering [0, n). Chunks hold at least `grain` items.
+  // Runs inline when n is small or the pool has one thread. Not reentrant: a kernel running on
+  // the pool must not call parallel_for again (nested calls run inline).
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  void worker_loop(int index);
+
+  int num_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_;
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  int64_t job_n_ = 0, job_chunk_ = 0;
+  int64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  bool busy_ = false;
+};
+
+}  // namespace tessera

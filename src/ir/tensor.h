@@ -1,0 +1,113 @@
+// Tensors: a dtype, concrete dims and a 64-byte-aligned, reference-counted buffer.
+//
+// Copying a Tensor shares its buffer (like a shared_ptr); clone() copies the data.
+// String tensors hold std::string elements (ONNX needs them for a few ops).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "ir/status.h"
+
+namespace tessera {
+
+inline constexpr size_t kTensorAlignment = 64;
+
+// A raw buffer of bytes aligned to kTensorAlignment, or an array of strings.
+class Storage {
+ public:
+  // Zero-filled bytes.
+  static std::shared_ptr<Storage> allocate_bytes(size_t nbytes);
+  static std::shared_ptr<Storage> allocate_strings(size_t count);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  size_t capacity() const { return capacity_; }
+  bool holds_strings() const { return strings_ != nullptr; }
+  std::vector<std::string>& strings() { return *strings_; }
+  const std::vector<std::string>& strings() const { return *strings_; }
+
+ private:
+  Storage() = default;
+  void* data_ = nullptr;
+  size_t capacity_ = 0;
+  std::unique_ptr<std::vector<std::string>> strings_;
+};
+
+int64_t shape_numel(std::span<const int64_t> dims);
+std::string dims_to_string(std::span<const int64_t> dims);  // "1x3x224x224", "scalar" for rank 0
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // A zero-filled tensor (empty strings for kString).
+  Tensor(DType dtype, std::vector<int64_t> dims);
+  // A tensor over an existing storage that must hold at least nbytes() bytes.
+  Tensor(DType dtype, std::vector<int64_t> dims, std::shared_ptr<Storage> storage);
+
+  template <typename T>
+  static Tensor from_vector(std::vector<int64_t> dims, const std::vector<T>& values) {
+    Tensor t(DTypeOf<T>::value, std::move(dims));
+    TESSERA_CHECK(static_cast<size_t>(t.numel()) == values.size(), "from_vector size mismatch");
+    T* p = t.data<T>();
+    for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
+    return t;
+  }
+  template <typename T>
+  static Tensor scalar(T value) {
+    return from_vector<T>({}, std::vector<T>{value});
+  }
+
+  bool defined() const { return storage_ != nullptr; }
+  DType dtype() const { return dtype_; }
+  const std::vector<int64_t>& dims() const { return dims_; }
+  int rank() const { return static_cast<int>(dims_.size()); }
+  int64_t dim(int i) const { return dims_[i < 0 ? i + rank() : i]; }
+  int64_t numel() const { return shape_numel(dims_); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+
+  void* raw_data() { return storage_ ? storage_->data() : nullptr; }
+  const void* raw_data() const { return storage_ ? storage_->data() : nullptr; }
+  template <typename T>
+  T* data() {
+    TESSERA_CHECK(DTypeOf<T>::value == dtype_, "tensor dtype mismatch");
+    return static_cast<T*>(raw_data());
+  }
+  template <typename T>
+  const T* data() const {
+    TESSERA_CHECK(DTypeOf<T>::value == dtype_, "tensor dtype mismatch");
+    return static_cast<const T*>(raw_data());
+  }
+  std::vector<std::string>& strings() { return storage_->strings(); }
+  const std::vector<std::string>& strings() const { return storage_->strings(); }
+
+  // Element i converted to double / int64 (any numeric dtype). For shape and index inputs.
+  double as_double(int64_t i) const;
+  int64_t as_int64(int64_t i) const;
+  // All elements converted to int64 (for shape-like inputs).
+  std::vector<int64_t> to_int64_vector() const;
+  std::vector<double> to_double_vector() const;
+
+  // Same data, new dims (numel must match). Shares the buffer.
+  Tensor reshaped(std::vector<int64_t> dims) const;
+  // Deep copy.
+  Tensor clone() const;
+  // Converts every element to `to` (numeric types and bool; float->int truncates toward zero).
+  Result<Tensor> cast(DType to) const;
+  std::string describe() const;  // "float32[1x3x4]"
+
+ private:
+  DType dtype_ = DType::kUndefined;
+  std::vector<int64_t> dims_;
+  std::shared_ptr<Storage> storage_;
+};
+
+}  // namespace tessera

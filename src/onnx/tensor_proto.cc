@@ -1,0 +1,218 @@
+#include "onnx/tensor_proto.h"
+
+#include <cstring>
+#include <fstream>
+#include <limits>
+
+namespace tessera {
+
+Result<DType> dtype_from_onnx(int elem_type) {
+  switch (elem_type) {
+    case onnx::TensorProto::FLOAT: return DType::kFloat32;
+    case onnx::TensorProto::UINT8: return DType::kUint8;
+    case onnx::TensorProto::INT8: return DType::kInt8;
+    case onnx::TensorProto::UINT16: return DType::kUint16;
+    case onnx::TensorProto::INT16: return DType::kInt16;
+    case onnx::TensorProto::INT32: return DType::kInt32;
+    case onnx::TensorProto::INT64: return DType::kInt64;
+    case onnx::TensorProto::STRING: return DType::kString;
+    case onnx::TensorProto::BOOL: return DType::kBool;
+    case onnx::TensorProto::FLOAT16: return DType::kFloat16;
+    case onnx::TensorProto::DOUBLE: return DType::kFloat64;
+    case onnx::TensorProto::UINT32: return DType::kUint32;
+    case onnx::TensorProto::UINT64: return DType::kUint64;
+    case onnx::TensorProto::BFLOAT16: return DType::kBFloat16;
+    case onnx::TensorProto::COMPLEX64: return unimplemented("dtype complex64 is not supported");
+    case onnx::TensorProto::COMPLEX128: return unimplemented("dtype complex128 is not supported");
+    default: return invalid_argument("unknown ONNX element type " + std::to_string(elem_type));
+  }
+}
+
+int dtype_to_onnx(DType t) {
+  switch (t) {
+    case DType::kFloat32: return onnx::TensorProto::FLOAT;
+    case DType::kUint8: return onnx::TensorProto::UINT8;
+    case DType::kInt8: return onnx::TensorProto::INT8;
+    case DType::kUint16: return onnx::TensorProto::UINT16;
+    case DType::kInt16: return onnx::TensorProto::INT16;
+    case DType::kInt32: return onnx::TensorProto::INT32;
+    case DType::kInt64: return onnx::TensorProto::INT64;
+    case DType::kString: return onnx::TensorProto::STRING;
+    case DType::kBool: return onnx::TensorProto::BOOL;
+    case DType::kFloat16: return onnx::TensorProto::FLOAT16;
+    case DType::kFloat64: return onnx::TensorProto::DOUBLE;
+    case DType::kUint32: return onnx::TensorProto::UINT32;
+    case DType::kUint64: return onnx::TensorProto::UINT64;
+    case DType::kBFloat16: return onnx::TensorProto::BFLOAT16;
+    case DType::kUndefined: return onnx::TensorProto::UNDEFINED;
+  }
+  return onnx::TensorProto::UNDEFINED;
+}
+
+namespace {
+
+// Tensors above this many elements are refused as absurd (2^40 elements = terabytes).
+constexpr int64_t kMaxElements = int64_t{1} << 40;
+
+Result<std::vector<int64_t>> checked_dims(const google::protobuf::RepeatedField<int64_t>& in) {
+  std::vector<int64_t> dims;
+  int64_t n = 1;
+  for (int64_t d : in) {
+    if (d < 0) return invalid_argument("negative dimension " + std::to_string(d));
+    if (d > 0 && n > kMaxElements / d) return invalid_argument("absurd tensor size (dims overflow)");
+    n *= d;
+    dims.push_back(d);
+  }
+  return dims;
+}
+
+Result<std::string> read_external(const onnx::TensorProto& p, const std::string& base_dir) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : p.external_data()) {
+    if (kv.key() == "location") location = kv.value();
+    else if (kv.key() == "offset") offset = std::atoll(kv.value().c_str());
+    else if (kv.key() == "length") length = std::atoll(kv.value().c_str());
+  }
+  if (location.empty()) return invalid_argument("external data without a location");
+  if (base_dir.empty()) return invalid_argument("external data '" + location + "' but no model folder");
+  if (location[0] == '/' || location.find("..") != std::string::npos) {
+    return invalid_argument("external data location '" + location + "' leaves the model folder");
+  }
+  std::string path = base_dir + "/" + location;
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) return not_found("external data file '" + path + "' cannot be opened");
+  int64_t size = static_cast<int64_t>(f.tellg());
+  if (offset < 0 || offset > size) return invalid_argument("external data offset beyond the end of '" + path + "'");
+  if (length < 0) length = size - offset;
+  if (offset + length > size) return invalid_argument("external data of '" + path + "' is truncated");
+  std::string bytes(static_cast<size_t>(length), '\0');
+  f.seekg(offset);
+  f.read(bytes.data(), length);
+  if (!f) return io_error("reading external data '" + path + "' failed");
+  return bytes;
+}
+
+template <typename T, typename Field>
+Status copy_field(const Field& field, Tensor& t, const char* field_name) {
+  if (static_cast<int64_t>(field.size()) != t.numel()) {
+    return invalid_argument(std::string(field_name) + " has " + std::to_string(field.size()) +
+                            " elements, the dims say " + std::to_string(t.numel()));
+  }
+  T* dst = static_cast<T*>(t.raw_data());
+  for (int i = 0; i < field.size(); ++i) {
+    if constexpr (std::is_same_v<T, Float16>) dst[i] = Float16::from_bits(static_cast<uint16_t>(field[i]));
+    else if constexpr (std::is_same_v<T, BFloat16>) dst[i] = BFloat16::from_bits(static_cast<uint16_t>(field[i]));
+    else dst[i] = static_cast<T>(field[i]);
+  }
+  return Status();
+}
+
+}  // namespace
+
+Result<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir) {
+  std::string name = p.name().empty() ? "" : " '" + p.name() + "'";
+  if (p.has_segment()) return unimplemented("segmented tensor" + name);
+  TESSERA_ASSIGN_OR_RETURN(DType dtype, dtype_from_onnx(p.data_type()));
+  auto dims_or = checked_dims(p.dims());
+  if (!dims_or.ok()) return dims_or.status().with_context("tensor" + name);
+  Tensor t(dtype, *dims_or);
+  if (dtype == DType::kString) {
+    if (p.string_data_size() != t.numel()) return invalid_argument("string tensor" + name + ": element count does not match dims");
+    for (int i = 0; i < p.string_data_size(); ++i) t.strings()[i] = p.string_data(i);
+    return t;
+  }
+  const std::string* raw = nullptr;
+  std::string external;
+  if (p.data_location() == onnx::TensorProto::EXTERNAL) {
+    auto ext = read_external(p, base_dir);
+    if (!ext.ok()) return ext.status().with_context("tensor" + name);
+    external = std::move(ext).value();
+    raw = &external;
+  } else if (p.has_raw_data()) {
+    raw = &p.raw_data();
+  }
+  if (raw) {
+    if (raw->size() != t.nbytes()) {
+      return invalid_argument("tensor" + name + ": raw data has " + std::to_string(raw->size()) +
+                              " bytes, the dims and dtype need " + std::to_string(t.nbytes()));
+    }
+    if (!raw->empty()) std::memcpy(t.raw_data(), raw->data(), raw->size());
+    return t;
+  }
+  Status st;
+  switch (dtype) {
+    case DType::kFloat32: st = copy_field<float>(p.float_data(), t, "float_data"); break;
+    case DType::kFloat64: st = copy_field<double>(p.double_data(), t, "double_data"); break;
+    case DType::kInt64: st = copy_field<int64_t>(p.int64_data(), t, "int64_data"); break;
+    case DType::kUint32: st = copy_field<uint32_t>(p.uint64_data(), t, "uint64_data"); break;
+    case DType::kUint64: st = copy_field<uint64_t>(p.uint64_data(), t, "uint64_data"); break;
+    case DType::kInt32: st = copy_field<int32_t>(p.int32_data(), t, "int32_data"); break;
+    case DType::kInt16: st = copy_field<int16_t>(p.int32_data(), t, "int32_data"); break;
+    case DType::kUint16: st = copy_field<uint16_t>(p.int32_data(), t, "int32_data"); break;
+    case DType::kInt8: st = copy_field<int8_t>(p.int32_data(), t, "int32_data"); break;
+    case DType::kUint8: st = copy_field<uint8_t>(p.int32_data(), t, "int32_data"); break;
+    case DType::kBool: st = copy_field<bool>(p.int32_data(), t, "int32_data"); break;
+    case DType::kFloat16: st = copy_field<Float16>(p.int32_data(), t, "int32_data"); break;
+    case DType::kBFloat16: st = copy_field<BFloat16>(p.int32_data(), t, "int32_data"); break;
+    default: return unimplemented("tensor" + name + ": dtype " + dtype_name(dtype));
+  }
+  if (!st.ok()) return st.with_context("tensor" + name);
+  return t;
+}
+
+void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p) {
+  p->Clear();
+  p->set_name(name);
+  p->set_data_type(dtype_to_onnx(t.dtype()));
+  for (int64_t d : t.dims()) p->add_dims(d);
+  if (t.dtype() == DType::kString) {
+    for (const auto& s : t.strings()) p->add_string_data(s);
+  } else {
+    p->set_raw_data(t.raw_data(), t.nbytes());
+  }
+}
+
+Result<TensorType> type_from_proto(const onnx::TypeProto& p) {
+  if (!p.has_tensor_type()) {
+    if (p.has_sequence_type()) return unimplemented("sequence-typed values are not supported");
+    if (p.has_optional_type()) return unimplemented("optional-typed values are not supported");
+    if (p.has_map_type()) return unimplemented("map-typed values are not supported");
+    if (p.has_sparse_tensor_type()) return unimplemented("sparse tensors are not supported");
+    return TensorType{};
+  }
+  TensorType t;
+  const auto& tt = p.tensor_type();
+  if (tt.elem_type() != 0) {
+    TESSERA_ASSIGN_OR_RETURN(t.dtype, dtype_from_onnx(tt.elem_type()));
+  }
+  if (tt.has_shape()) {
+    std::vector<Dim> dims;
+    for (const auto& d : tt.shape().dim()) {
+      if (d.has_dim_value()) {
+        if (d.dim_value() < 0) return invalid_argument("negative dimension " + std::to_string(d.dim_value()));
+        dims.push_back(Dim(d.dim_value()));
+      } else if (d.has_dim_param()) {
+        dims.push_back(Dim::symbolic(d.dim_param()));
+      } else {
+        dims.push_back(Dim());
+      }
+    }
+    t.shape = std::move(dims);
+  }
+  return t;
+}
+
+void type_to_proto(const TensorType& t, onnx::TypeProto* p) {
+  auto* tt = p->mutable_tensor_type();
+  tt->set_elem_type(dtype_to_onnx(t.dtype));
+  if (!t.shape) return;
+  auto* shape = tt->mutable_shape();
+  for (const Dim& d : *t.shape) {
+    auto* dim = shape->add_dim();
+    if (d.known()) dim->set_dim_value(d.value);
+    else if (!d.symbol.empty()) dim->set_dim_param(d.symbol);
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,56 @@
+#include "runtime/buffer_pool.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tessera {
+
+Tensor BufferPool::allocate(DType dtype, std::vector<int64_t> dims) {
+  if (dtype == DType::kString) return Tensor(dtype, std::move(dims));
+  size_t need = static_cast<size_t>(shape_numel(dims)) * dtype_size(dtype);
+  std::shared_ptr<Storage> storage;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_.lower_bound(need);
+    if (it != free_.end() && it->first <= std::max<size_t>(2 * need, kTensorAlignment)) {
+      storage = std::move(it->second);
+      free_.erase(it);
+    }
+  }
+  if (storage) {
+    std::memset(storage->data(), 0, storage->capacity());  // kernels may rely on zeroed outputs
+  } else {
+    storage = Storage::allocate_bytes(need);
+    std::lock_guard<std::mutex> lock(mu_);
+    reserved_bytes_ += storage->capacity();
+    owned_.insert(storage.get());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  live_bytes_ += storage->capacity();
+  peak_bytes_ = std::max(peak_bytes_, live_bytes_);
+  return Tensor(dtype, std::move(dims), std::move(storage));
+}
+
+void BufferPool::release(Tensor& t) {
+  std::shared_ptr<Storage> storage = t.storage();
+  t = Tensor();
+  // Only buffers this pool handed out and that nobody else shares come back.
+  if (!storage || storage->holds_strings() || storage.use_count() != 1) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!owned_.count(storage.get())) return;
+  live_bytes_ -= storage->capacity();
+  free_.emplace(storage->capacity(), std::move(storage));
+}
+
+void BufferPool::detach(const Tensor& t) {
+  if (!t.storage()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (owned_.erase(t.storage().get())) live_bytes_ -= t.storage()->capacity();
+}
+
+void BufferPool::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  peak_bytes_ = live_bytes_;
+}
+
+}  // namespace tessera

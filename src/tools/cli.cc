@@ -1,0 +1,23 @@
+#include "tools/cli.h"
+
+#include <CLI/CLI.hpp>
+
+namespace tessera {
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{"tessera: an inference engine that compiles models by measurement and serves them"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "tessera 0.1.0");
+  int exit_code = 0;
+  add_run_command(app, exit_code);
+  add_info_command(app, exit_code);
+  add_conformance_command(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 1;
+  }
+  return exit_code;
+}
+
+}  // namespace tessera

@@ -1,0 +1,19 @@
+// The `tessera` command-line program: thin wrappers that parse flags and call the library.
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace tessera {
+
+// Entry point of the `tessera` binary; returns the process exit code
+// (0 success, 1 a user error such as a bad model or flag, 2 a failed check).
+int run_cli(int argc, char** argv);
+
+// Each subcommand adds itself to the app; when chosen, its callback stores its exit code.
+void add_run_command(CLI::App& app, int& exit_code);
+void add_info_command(CLI::App& app, int& exit_code);
+void add_conformance_command(CLI::App& app, int& exit_code);
+
+}  // namespace tessera

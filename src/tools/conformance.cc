@@ -1,0 +1,228 @@
+#include "tools/conformance.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <thread>
+
+#include "onnx/onnx_import.h"
+#include "runtime/session.h"
+
+namespace tessera {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Cases whose stored outputs need a looser bound than rtol 1e-3 / atol 1e-7, and why.
+struct Tolerance {
+  const char* name;
+  double rtol, atol;
+  const char* why;
+};
+constexpr Tolerance kLooser[] = {
+    {"test_layer_normalization", 1e-3, 1e-5, "float32 mean/variance over small values: absolute error near zero"},
+    {"test_gelu_tanh", 1e-3, 1e-6, "tanh approximation evaluated in float32"},
+};
+
+Status compare(const Tensor& got, const Tensor& want, double rtol, double atol) {
+  if (got.dtype() != want.dtype()) {
+    return invalid_argument(std::string("dtype ") + dtype_name(got.dtype()) + ", expected " + dtype_name(want.dtype()));
+  }
+  if (got.dims() != want.dims()) {
+    return invalid_argument("shape " + dims_to_string(got.dims()) + ", expected " + dims_to_string(want.dims()));
+  }
+  if (got.dtype() == DType::kString) {
+    for (int64_t i = 0; i < got.numel(); ++i)
+      if (got.strings()[i] != want.strings()[i]) return invalid_argument("string element " + std::to_string(i) + " differs");
+    return Status();
+  }
+  bool is_float = dtype_is_float(got.dtype());
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    if (is_float) {
+      double a = got.as_double(i), b = want.as_double(i);
+      if (std::isnan(a) && std::isnan(b)) continue;
+      if (std::isinf(a) || std::isinf(b)) {
+        if (a == b) continue;
+      } else if (std::fabs(a - b) <= atol + rtol * std::fabs(b)) {
+        continue;
+      }
+      return invalid_argument("element " + std::to_string(i) + " is " + std::to_string(a) + ", expected " + std::to_string(b));
+    }
+    if (got.as_int64(i) != want.as_int64(i)) {
+      return invalid_argument("element " + std::to_string(i) + " is " + std::to_string(got.as_int64(i)) + ", expected " +
+                              std::to_string(want.as_int64(i)));
+    }
+  }
+  return Status();
+}
+
+std::vector<std::string> sorted_files(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) files.push_back(e.path().string());
+  }
+  // input_10.pb after input_9.pb
+  std::sort(files.begin(), files.end(), [](const std::string& a, const std::string& b) {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;
+  });
+  return files;
+}
+
+ConformanceCase classify(ConformanceCase c, const Status& st, const std::string& stage) {
+  c.result = st.code() == StatusCode::kUnimplemented ? "unsupported" : "fail";
+  c.detail = stage + ": " + st.to_string();
+  return c;
+}
+
+}  // namespace
+
+ConformanceCase run_conformance_case(const std::string& dir, const ConformanceOptions& opts) {
+  ConformanceCase c;
+  fs::path p(dir);
+  c.name = p.filename().string();
+  c.folder = p.parent_path().filename().string();
+  double rtol = opts.rtol, atol = opts.atol;
+  for (const auto& t : kLooser)
+    if (c.name == t.name) rtol = t.rtol, atol = t.atol;
+
+  SessionOptions so;
+  auto session = Session::load((p / "model.onnx").string(), so);
+  if (!session.ok()) return classify(c, session.status(), "load");
+  auto& s = **session;
+  std::vector<std::string> sets;
+  for (const auto& e : fs::directory_iterator(p))
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path().string());
+  std::sort(sets.begin(), sets.end());
+  if (sets.empty()) return classify(c, unimplemented("no test_data_set folders"), "data");
+
+  auto inputs_decl = s.input_types();
+  auto outputs_decl = s.output_types();
+  for (const auto& set : sets) {
+    std::map<std::string, Tensor> inputs;
+    auto in_files = sorted_files(set, "input_");
+    // Inputs bind by the TensorProto's name when it has one, else by position.
+    for (size_t i = 0; i < in_files.size(); ++i) {
+      auto t = read_tensor_proto_file(in_files[i]);
+      if (!t.ok()) return classify(c, t.status(), "input");
+      auto name = read_tensor_proto_name(in_files[i]);
+      std::string key = name.ok() && !name->empty() ? *name : (i < inputs_decl.size() ? inputs_decl[i].first : "");
+      if (key.empty()) return classify(c, invalid_argument("more input files than graph inputs"), "input");
+      inputs[key] = std::move(t).value();
+    }
+    auto out = s.run(inputs);
+    if (!out.ok()) return classify(c, out.status(), "run");
+    auto out_files = sorted_files(set, "output_");
+    if (out_files.size() != outputs_decl.size()) {
+      return classify(c, invalid_argument("test has " + std::to_string(out_files.size()) + " outputs, model " +
+                                          std::to_string(outputs_decl.size())), "compare");
+    }
+    for (size_t i = 0; i < out_files.size(); ++i) {
+      auto want = read_tensor_proto_file(out_files[i]);
+      if (!want.ok()) return classify(c, want.status(), "expected output");
+      const std::string& name = outputs_decl[i].first;
+      Status st = compare(out->at(name), *want, rtol, atol);
+      if (!st.ok()) {
+        c.result = "fail";
+        c.detail = "output '" + name + "' (" + fs::path(set).filename().string() + "): " + st.message();
+        return c;
+      }
+    }
+  }
+  c.result = "pass";
+  return c;
+}
+
+namespace {
+
+// Runs a case in a child process; the child writes "result\tdetail" to a pipe.
+ConformanceCase run_isolated(const std::string& dir, const ConformanceOptions& opts) {
+  ConformanceCase c;
+  fs::path p(dir);
+  c.name = p.filename().string();
+  c.folder = p.parent_path().filename().string();
+  int fds[2];
+  if (pipe(fds) != 0) return run_conformance_case(dir, opts);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return run_conformance_case(dir, opts);
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    alarm(static_cast<unsigned>(opts.timeout_seconds));
+    ConformanceCase r = run_conformance_case(dir, opts);
+    std::string msg = r.result + "\t" + r.detail;
+    ssize_t off = 0;
+    while (off < static_cast<ssize_t>(msg.size())) {
+      ssize_t w = write(fds[1], msg.data() + off, msg.size() - off);
+      if (w <= 0) break;
+      off += w;
+    }
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[4096];
+  ssize_t r;
+  while ((r = read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(r));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  auto tab = msg.find('\t');
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && tab != std::string::npos) {
+    c.result = msg.substr(0, tab);
+    c.detail = msg.substr(tab + 1);
+  } else if (WIFSIGNALED(status)) {
+    c.result = "fail";
+    c.detail = WTERMSIG(status) == SIGALRM ? "timed out" : std::string("crashed: ") + strsignal(WTERMSIG(status));
+  } else {
+    c.result = "fail";
+    c.detail = "child process failed";
+  }
+  return c;
+}
+
+}  // namespace
+
+Result<std::vector<ConformanceCase>> run_conformance(const ConformanceOptions& opts,
+                                                     void (*progress)(const ConformanceCase&)) {
+  std::error_code ec;
+  if (!fs::is_directory(opts.root, ec)) return not_found("test data folder '" + opts.root + "' does not exist");
+  std::optional<std::regex> re;
+  if (!opts.filter.empty()) {
+    try {
+      re.emplace(opts.filter);
+    } catch (const std::regex_error& e) {
+      return invalid_argument("bad --filter regex: " + std::string(e.what()));
+    }
+  }
+  std::vector<ConformanceCase> results;
+  for (const auto& folder : opts.folders) {
+    fs::path dir = fs::path(opts.root) / folder;
+    if (!fs::is_directory(dir, ec)) continue;
+    std::vector<std::string> cases;
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.is_directory() && fs::exists(e.path() / "model.onnx")) cases.push_back(e.path().string());
+    std::sort(cases.begin(), cases.end());
+    for (const auto& c : cases) {
+      std::string key = folder + "/" + fs::path(c).filename().string();
+      if (re && !std::regex_search(key, *re)) continue;
+      ConformanceCase r = opts.isolate ? run_isolated(c, opts) : run_conformance_case(c, opts);
+      if (progress) progress(r);
+      results.push_back(std::move(r));
+    }
+  }
+  return results;
+}
+
+}  // namespace tessera

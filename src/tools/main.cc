@@ -1,0 +1,3 @@
+#include "tools/cli.h"
+
+int main(int argc, char** argv) { return tessera::run_cli(argc, argv); }
