@@ -52,7 +52,9 @@ class NodeSet {
    private:
     friend class NodeSet;
     Iterator(const uint64_t* words, int num_words, int word_index)
-        : words_(words), num_words_(num_words), word_index_(word_index),
+        : words_(words),
+          num_words_(num_words),
+          word_index_(word_index),
           bits_(word_index < num_words ? words[word_index] : 0) {
       skip_empty_words();
     }
@@ -122,9 +124,7 @@ class NodeSet {
   bool subset_of(const NodeSet& o) const;
   // The sets share a member.
   bool intersects(const NodeSet& o) const;
-  bool operator==(const NodeSet& o) const {
-    return capacity_ == o.capacity_ && words_ == o.words_;
-  }
+  bool operator==(const NodeSet& o) const { return capacity_ == o.capacity_ && words_ == o.words_; }
 
   size_t hash() const;
   // "{1,4,5}"; "{}" when empty.

@@ -107,8 +107,7 @@ class Matcher {
           if (match(option.impl(), site, at_root)) return true;
         }
         return false;
-      case Kind::kOp:
-        return match_op(p, site);
+      case Kind::kOp: return match_op(p, site);
     }
     return false;
   }
@@ -284,8 +283,8 @@ std::optional<Match> match(const Graph& graph, int node, const Pattern& pattern,
   const Pattern::Impl& root = pattern.impl();
   const Node& n = graph.node(node);
   int out_index = root.kind == Kind::kOp ? root.output_index : 0;
-  MatchSite site{static_cast<size_t>(out_index) < n.outputs.size() ? n.outputs[out_index] : kNoValue,
-                 node};
+  MatchSite site{
+      static_cast<size_t>(out_index) < n.outputs.size() ? n.outputs[out_index] : kNoValue, node};
   Matcher matcher(graph);
   if (!matcher.match(root, site, true)) return std::nullopt;
   // A wildcard alternative at the root matches the value, not the node: no match of the node.
@@ -302,7 +301,8 @@ std::vector<Match> match_all(const Graph& graph, const Pattern& pattern,
                              const MatchOptions& options) {
   std::vector<Match> matches;
   for (int n = 0; n < graph.num_nodes(); ++n) {
-    if (std::optional<Match> m = match(graph, n, pattern, options)) matches.push_back(std::move(*m));
+    if (std::optional<Match> m = match(graph, n, pattern, options))
+      matches.push_back(std::move(*m));
   }
   return matches;
 }

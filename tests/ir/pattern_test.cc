@@ -255,8 +255,8 @@ TEST(Pattern, OneNodeMatchedByTwoOpPatterns) {
   g.add_node("Add", {r, r}, {y}, {}, "add");
   g.mark_output(y);
   ASSERT_TRUE(g.finalize().ok());
-  std::optional<Match> m =
-      match(g, node_named(g, "add"), op("Add", {op("Relu", {wildcard()}), op("Relu", {wildcard()})}));
+  std::optional<Match> m = match(g, node_named(g, "add"),
+                                 op("Add", {op("Relu", {wildcard()}), op("Relu", {wildcard()})}));
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->node_order, (std::vector<int>{node_named(g, "add"), node_named(g, "relu")}));
   EXPECT_EQ(m->nodes.count(), 2);
@@ -347,8 +347,7 @@ TEST(Pattern, OutputIndexAndDomain) {
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->node_order, (std::vector<int>{relu, node_named(g, "split")}));
   // A root with at_output: its value (for predicates) is that output.
-  EXPECT_TRUE(match(g, node_named(g, "split"),
-                    op("Split").at_output(1).where(has_one_consumer())));
+  EXPECT_TRUE(match(g, node_named(g, "split"), op("Split").at_output(1).where(has_one_consumer())));
   EXPECT_FALSE(match(g, node_named(g, "split"), op("Split").where(has_one_consumer())));
 
   int gelu = node_named(g, "gelu");
@@ -382,8 +381,8 @@ TEST(Pattern, AttributesEqual) {
   Tensor t3 = Tensor::from_vector<float>({2}, {1, 3});
   EXPECT_TRUE(attributes_equal(Attribute::of_tensor(t1), Attribute::of_tensor(t2)));
   EXPECT_FALSE(attributes_equal(Attribute::of_tensor(t1), Attribute::of_tensor(t3)));
-  EXPECT_FALSE(attributes_equal(Attribute::of_tensor(t1),
-                                Attribute::of_tensor(t1.reshaped({1, 2}))));
+  EXPECT_FALSE(
+      attributes_equal(Attribute::of_tensor(t1), Attribute::of_tensor(t1.reshaped({1, 2}))));
 }
 
 }  // namespace
