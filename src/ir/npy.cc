@@ -69,6 +69,9 @@ Result<Tensor> parse_npy(const std::string& bytes) {
     if (descr == t.descr || (descr.size() == 3 && descr[0] == '=' && descr.substr(1) == std::string(t.descr).substr(1)))
       dtype = t.dtype;
   if (dtype == DType::kUndefined) return unimplemented("npy dtype '" + descr + "'");
+  if (shape.size() < 2 || shape.front() != '(' || shape.back() != ')') {
+    return invalid_argument("npy shape '" + shape + "' is malformed");
+  }
   std::vector<int64_t> dims;
   std::string inner = shape.substr(1, shape.size() - 2);
   std::stringstream ss(inner);
