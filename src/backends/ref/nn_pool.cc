@@ -230,11 +230,6 @@ Status max_unpool_kernel(RefKernelContext& ctx) {
     out_dims.push_back((x.dim(static_cast<int>(i) + 2) - 1) * strides[i] + kernel[i] - pads[i] -
                        pads[i + r]);
   }
-  if (const Tensor* shape = ctx.input(2)) {
-    std::vector<int64_t> given = shape->to_int64_vector();
-    if (given.size() != out_dims.size()) return ctx.error("output_shape has the wrong rank");
-    out_dims = given;
-  }
   for (int64_t d : out_dims) {
     if (d < 0) return ctx.error("negative output dim");
   }
@@ -242,6 +237,23 @@ Status max_unpool_kernel(RefKernelContext& ctx) {
   std::vector<int64_t> idx = indices.to_int64_vector();
   for (int64_t i : idx) {
     if (i < 0 || i >= total) return ctx.error("index " + std::to_string(i) + " out of range");
+  }
+  // Indices address the inferred output shape; a given output_shape keeps their coordinates.
+  if (const Tensor* shape = ctx.input(2)) {
+    std::vector<int64_t> given = shape->to_int64_vector();
+    if (given.size() != out_dims.size()) return ctx.error("output_shape has the wrong rank");
+    for (int64_t& i : idx) {
+      int64_t rest = i, relinear = 0, scale = 1;
+      for (size_t d = out_dims.size(); d-- > 0;) {
+        const int64_t coord = rest % out_dims[d];
+        rest /= out_dims[d];
+        if (coord >= given[d]) return ctx.error("index does not fit output_shape");
+        relinear += coord * scale;
+        scale *= given[d];
+      }
+      i = relinear;
+    }
+    out_dims = given;
   }
   Tensor& y = ctx.output(0, x.dtype(), out_dims);
   const size_t elem = dtype_size(x.dtype());
