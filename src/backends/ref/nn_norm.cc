@@ -47,6 +47,9 @@ Status batch_norm_kernel(RefKernelContext& ctx) {
   const double eps = node.attr_float("epsilon", 1e-5f);
   const double momentum = node.attr_float("momentum", 0.9f);
   const bool training = node.attr_int("training_mode", 0) != 0;
+  if (node.opset < 14 && ctx.wants_output(1)) {
+    return ctx.unsupported("training-mode outputs before opset 14");
+  }
   const int64_t channels = x.dim(1), batch = x.dim(0);
   const int64_t inner = channels == 0 || batch == 0 ? 0 : x.numel() / (batch * channels);
   TESSERA_ASSIGN_OR_RETURN(std::vector<double> scale, channel_param(ctx, 1, channels, "scale"));

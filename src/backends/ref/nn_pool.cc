@@ -162,7 +162,7 @@ Status average_or_lp_pool_typed(RefKernelContext& ctx, const PoolParams& p, Pool
   Tensor& y = ctx.output(0, x.dtype(), p.out_dims);
   T* yp = y.data<T>();
   const bool include_pad = ctx.node().attr_int("count_include_pad", 0) != 0;
-  const double lp = static_cast<double>(ctx.node().attr_int("p", 2));
+  const double lp = ctx.node().attr_float("p", 2.0f);  // a float attribute in opset 1
   for_each_output(ctx, p, [&](int64_t plane, int64_t o, int64_t od, int64_t oh, int64_t ow) {
     const T* xs = xp + plane * p.in_plane();
     double sum = 0;
@@ -188,7 +188,9 @@ Status average_or_lp_pool_typed(RefKernelContext& ctx, const PoolParams& p, Pool
 Status average_or_lp_pool(RefKernelContext& ctx, bool global, PoolKind kind) {
   if (!ctx.has_input(0)) return ctx.error("expects input X");
   const Tensor& x = *ctx.input(0);
-  if (kind == PoolKind::kLp && ctx.node().attr_int("p", 2) < 1) return ctx.error("p must be >= 1");
+  if (kind == PoolKind::kLp && !(ctx.node().attr_float("p", 2.0f) > 0)) {
+    return ctx.error("p must be positive");
+  }
   TESSERA_ASSIGN_OR_RETURN(PoolParams p, pool_params(ctx, x, global));
   Status st;
   if (!ref::visit_float_dtype(x.dtype(), [&](auto tag) {
