@@ -10,11 +10,11 @@ DType cast_target_dtype(const Node& node) {
   const Attribute* to = node.attr("to");
   if (!to) return DType::kUndefined;
   static const std::pair<const char*, DType> kByCode[] = {
-      {"FLOAT", DType::kFloat32},   {"UINT8", DType::kUint8},     {"INT8", DType::kInt8},
-      {"UINT16", DType::kUint16},   {"INT16", DType::kInt16},     {"INT32", DType::kInt32},
-      {"INT64", DType::kInt64},     {"STRING", DType::kString},   {"BOOL", DType::kBool},
-      {"FLOAT16", DType::kFloat16}, {"DOUBLE", DType::kFloat64},  {"UINT32", DType::kUint32},
-      {"UINT64", DType::kUint64},   {"", DType::kUndefined},      {"", DType::kUndefined},
+      {"FLOAT", DType::kFloat32},    {"UINT8", DType::kUint8},    {"INT8", DType::kInt8},
+      {"UINT16", DType::kUint16},    {"INT16", DType::kInt16},    {"INT32", DType::kInt32},
+      {"INT64", DType::kInt64},      {"STRING", DType::kString},  {"BOOL", DType::kBool},
+      {"FLOAT16", DType::kFloat16},  {"DOUBLE", DType::kFloat64}, {"UINT32", DType::kUint32},
+      {"UINT64", DType::kUint64},    {"", DType::kUndefined},     {"", DType::kUndefined},
       {"BFLOAT16", DType::kBFloat16}};
   if (to->type == Attribute::Type::kString) {
     for (const auto& [name, dtype] : kByCode) {
@@ -83,14 +83,14 @@ Status infer_dropout(InferContext& ctx) {
 
 void register_elementwise_ops(OpRegistry& r) {
   // out[i] = f(in[i]): same type as the input.
-  for (const char* name :
-       {"Abs",     "Neg",      "Exp",         "Log",        "Sqrt",      "Reciprocal",
-        "Floor",   "Ceil",     "Round",       "Sign",       "Sin",       "Cos",
-        "Tan",     "Asin",     "Acos",        "Atan",       "Sinh",      "Cosh",
-        "Asinh",   "Acosh",    "Atanh",       "Erf",        "Sigmoid",   "Tanh",
-        "Relu",    "LeakyRelu", "Elu",        "Selu",       "Celu",      "HardSigmoid",
-        "HardSwish", "Softplus", "Softsign",  "ThresholdedRelu", "Shrink", "Mish",
-        "Not",     "Identity"}) {
+  // clang-format off
+  static const char* const kUnaryOps[] = {
+      "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Sin",
+      "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Erf",
+      "Sigmoid", "Tanh", "Relu", "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish",
+      "Softplus", "Softsign", "ThresholdedRelu", "Shrink", "Mish", "Not", "Identity"};
+  // clang-format on
+  for (const char* name : kUnaryOps) {
     r.add(name, OpKind::kElementwise).set_inputs(1, 1).set_infer(infer_same_as_input0);
   }
   for (const char* name : {"IsNaN", "IsInf"}) {
@@ -98,14 +98,17 @@ void register_elementwise_ops(OpRegistry& r) {
   }
   r.add("Cast", OpKind::kElementwise).set_inputs(1, 1).set_infer(infer_cast);
   r.add("CastLike", OpKind::kElementwise).set_inputs(2, 2).set_infer(infer_cast_like);
-  r.add("Dropout", OpKind::kElementwise).set_inputs(1, 3).set_outputs(1, 2).set_infer(infer_dropout);
+  r.add("Dropout", OpKind::kElementwise)
+      .set_inputs(1, 3)
+      .set_outputs(1, 2)
+      .set_infer(infer_dropout);
 
   // Binary ops with broadcasting.
   for (const char* name : {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "BitShift"}) {
     r.add(name, OpKind::kBroadcast).set_inputs(2, 2).set_infer(infer_binary);
   }
-  for (const char* name : {"And", "Or", "Xor", "Equal", "Less", "Greater", "LessOrEqual",
-                           "GreaterOrEqual"}) {
+  for (const char* name :
+       {"And", "Or", "Xor", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}) {
     r.add(name, OpKind::kBroadcast).set_inputs(2, 2).set_infer(infer_binary_bool);
   }
   for (const char* name : {"Max", "Min", "Sum", "Mean"}) {

@@ -219,13 +219,16 @@ Status variadic_kernel(RefKernelContext& ctx, Fold fold, Finish finish) {
 void register_variadic(RefKernelTable& t) {
   auto keep = [](auto acc, int) { return acc; };
   t.add("Max", [keep](RefKernelContext& ctx) {
-    return variadic_kernel<kSetNumeric>(ctx, [](auto a, auto b) { return max_nan(a, b); }, keep);
+    return variadic_kernel<kSetNumeric>(
+        ctx, [](auto a, auto b) { return max_nan(a, b); }, keep);
   });
   t.add("Min", [keep](RefKernelContext& ctx) {
-    return variadic_kernel<kSetNumeric>(ctx, [](auto a, auto b) { return min_nan(a, b); }, keep);
+    return variadic_kernel<kSetNumeric>(
+        ctx, [](auto a, auto b) { return min_nan(a, b); }, keep);
   });
   t.add("Sum", [keep](RefKernelContext& ctx) {
-    return variadic_kernel<kSetNumeric>(ctx, [](auto a, auto b) { return wrapping_add(a, b); }, keep);
+    return variadic_kernel<kSetNumeric>(
+        ctx, [](auto a, auto b) { return wrapping_add(a, b); }, keep);
   });
   t.add("Mean", [](RefKernelContext& ctx) {
     return variadic_kernel<kSetFloat>(
@@ -312,15 +315,23 @@ Status prelu_kernel(RefKernelContext& ctx) {
   const Tensor* slope = ctx.input(1);
   if (!x || !slope) return ctx.error("expects two inputs");
   TESSERA_RETURN_IF_ERROR(check_same_dtype(ctx, *x, *slope));
-  auto plan = plan_broadcast({x->dims(), slope->dims()});
+  std::vector<int64_t> slope_dims = slope->dims();
+  // Before opset 7 a 1-D slope of X.dim(1) elements is per channel (PyTorch's exports):
+  // it becomes [C, 1, ..., 1].
+  if (ctx.node().opset < 7 && slope->rank() == 1 && x->rank() >= 2 && slope->numel() > 1 &&
+      slope->dims()[0] == x->dims()[1]) {
+    slope_dims.assign(x->rank() - 1, 1);
+    slope_dims[0] = slope->dims()[0];
+  }
+  auto plan = plan_broadcast({x->dims(), slope_dims});
   if (!plan.ok() || plan->out_dims != x->dims()) {
-    return ctx.error("slope " + dims_to_string(slope->dims()) + " does not broadcast to X " +
+    return ctx.error("slope " + dims_to_string(slope_dims) + " does not broadcast to X " +
                      dims_to_string(x->dims()));
   }
   Status st;
   bool ok = visit_dtypes<kSetNumeric>(x->dtype(), [&](auto tag) {
     using T = decltype(tag);
-    st = broadcast_binary<T, T, T>(ctx, *x, *slope, slope->dims(), [](auto v, auto s) {
+    st = broadcast_binary<T, T, T>(ctx, *x, *slope, slope_dims, [](auto v, auto s) {
       using C = decltype(v);
       return v < C(0) ? wrapping_mul(v, s) : v;
     });

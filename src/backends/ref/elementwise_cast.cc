@@ -1,9 +1,9 @@
 // Type-level elementwise kernels: Cast, CastLike, IsNaN, IsInf, Identity, Dropout (inference).
 #include <algorithm>
 #include <charconv>
-#include <limits>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "backends/ref/elementwise_kernels.h"
@@ -35,8 +35,8 @@ DType dtype_from_onnx(int64_t code) {
 // Cast-1..5 name the target type with a string ("FLOAT", "INT64", ...).
 DType dtype_from_onnx_name(const std::string& name) {
   static const std::pair<const char*, int> kNames[] = {
-      {"FLOAT", 1},   {"UINT8", 2},  {"INT8", 3},     {"UINT16", 4}, {"INT16", 5},
-      {"INT32", 6},   {"INT64", 7},  {"STRING", 8},   {"BOOL", 9},   {"FLOAT16", 10},
+      {"FLOAT", 1},   {"UINT8", 2},   {"INT8", 3},    {"UINT16", 4},   {"INT16", 5},
+      {"INT32", 6},   {"INT64", 7},   {"STRING", 8},  {"BOOL", 9},     {"FLOAT16", 10},
       {"DOUBLE", 11}, {"UINT32", 12}, {"UINT64", 13}, {"BFLOAT16", 16}};
   for (const auto& [n, code] : kNames) {
     if (name == n) return dtype_from_onnx(code);
@@ -69,8 +69,8 @@ bool string_to_number(const std::string& s, T* out) {
   char* end = nullptr;
   if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
     long long v = std::strtoll(begin, &end, 10);
-    *out = static_cast<T>(std::clamp<long long>(v, std::numeric_limits<T>::lowest(),
-                                                std::numeric_limits<T>::max()));
+    *out = static_cast<T>(
+        std::clamp<long long>(v, std::numeric_limits<T>::lowest(), std::numeric_limits<T>::max()));
   } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
     unsigned long long v = std::strtoull(begin, &end, 10);
     *out = static_cast<T>(std::min<unsigned long long>(v, std::numeric_limits<T>::max()));
@@ -110,13 +110,16 @@ Status cast_to(RefKernelContext& ctx, const Tensor& x, DType to) {
       for (int64_t i = 0, n = x.numel(); i < n; ++i) dst[i] = number_to_string(src[i]);
     });
   } else {
-    ok = visit_dtypes<kSetAll>(x.dtype(), [&](auto from_tag) {
-      using From = decltype(from_tag);
-      ok = visit_dtypes<kSetAll>(to, [&](auto to_tag) {
-        using To = decltype(to_tag);
-        map_elements<From, To>(ctx, x, y, [](From v) { return convert_element<To>(v); });
-      });
-    }) && ok;
+    ok = visit_dtypes<kSetAll>(x.dtype(),
+                               [&](auto from_tag) {
+                                 using From = decltype(from_tag);
+                                 ok = visit_dtypes<kSetAll>(to, [&](auto to_tag) {
+                                   using To = decltype(to_tag);
+                                   map_elements<From, To>(
+                                       ctx, x, y, [](From v) { return convert_element<To>(v); });
+                                 });
+                               }) &&
+         ok;
   }
   if (!ok) {
     return ctx.unsupported(std::string("cast from ") + dtype_name(x.dtype()) + " to " +
@@ -131,8 +134,8 @@ Status cast_kernel(RefKernelContext& ctx) {
   const Node& node = ctx.node();
   const Attribute* to = node.attr("to");
   if (!to) return ctx.error("missing attribute 'to'");
-  DType target = to->type == Attribute::Type::kString ? dtype_from_onnx_name(to->s)
-                                                      : dtype_from_onnx(to->i);
+  DType target =
+      to->type == Attribute::Type::kString ? dtype_from_onnx_name(to->s) : dtype_from_onnx(to->i);
   return cast_to(ctx, *x, target);
 }
 
@@ -160,13 +163,15 @@ Status dropout_kernel(RefKernelContext& ctx) {
     double ratio = 0.5;
     if (ctx.has_input(1)) {
       const Tensor* r = ctx.input(1);
-      if (r->numel() != 1 || !dtype_is_float(r->dtype())) return ctx.error("ratio must be a float scalar");
+      if (r->numel() != 1 || !dtype_is_float(r->dtype()))
+        return ctx.error("ratio must be a float scalar");
       ratio = r->as_double(0);
     }
     bool training = false;
     if (ctx.has_input(2)) {
       const Tensor* m = ctx.input(2);
-      if (m->numel() != 1 || m->dtype() != DType::kBool) return ctx.error("training_mode must be a bool scalar");
+      if (m->numel() != 1 || m->dtype() != DType::kBool)
+        return ctx.error("training_mode must be a bool scalar");
       training = m->data<bool>()[0];
     }
     if (ratio < 0.0 || ratio >= 1.0) return ctx.error("ratio must be in [0, 1)");
@@ -190,9 +195,8 @@ Status dropout_kernel(RefKernelContext& ctx) {
 Status isinf_kernel(RefKernelContext& ctx) {
   bool negative = ctx.node().attr_int("detect_negative", 1) != 0;
   bool positive = ctx.node().attr_int("detect_positive", 1) != 0;
-  return unary_predicate_kernel<kSetFloat>(ctx, [negative, positive](auto x) {
-    return std::isinf(x) && (x > 0 ? positive : negative);
-  });
+  return unary_predicate_kernel<kSetFloat>(
+      ctx, [negative, positive](auto x) { return std::isinf(x) && (x > 0 ? positive : negative); });
 }
 
 }  // namespace

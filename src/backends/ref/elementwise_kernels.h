@@ -96,7 +96,8 @@ T from_compute(C v) {
   } else if constexpr (std::is_integral_v<T> && std::is_floating_point_v<C>) {
     if (v != v) return T(0);
     if (v >= static_cast<C>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
-    if (v <= static_cast<C>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
+    if (v <= static_cast<C>(std::numeric_limits<T>::lowest()))
+      return std::numeric_limits<T>::lowest();
     return static_cast<T>(v);
   } else {
     return static_cast<T>(v);
@@ -155,8 +156,8 @@ Status unary_predicate_kernel(RefKernelContext& ctx, F&& pred) {
 // Numpy broadcasting of N input shapes, with dims coalesced: adjacent output dims that every input
 // walks contiguously merge into one, so equal shapes become one flat loop.
 struct BroadcastPlan {
-  std::vector<int64_t> out_dims;                 // the broadcast shape (uncoalesced)
-  std::vector<int64_t> loop_dims;                // coalesced dims, at least one
+  std::vector<int64_t> out_dims;                   // the broadcast shape (uncoalesced)
+  std::vector<int64_t> loop_dims;                  // coalesced dims, at least one
   std::vector<std::vector<int64_t>> loop_strides;  // per input, per loop dim; 0 where broadcast
   int64_t numel = 0;
 };
@@ -165,7 +166,8 @@ struct BroadcastPlan {
 Result<BroadcastPlan> plan_broadcast(const std::vector<std::vector<int64_t>>& shapes);
 
 // Calls fn(out_index, offsets) for every output element in row-major order, where offsets[k] is the
-// element offset into input k. Runs in parallel chunks; fn must only write output element out_index.
+// element offset into input k. Runs in parallel chunks; fn must only write output element
+// out_index.
 template <typename F>
 void run_broadcast(const RefKernelContext& ctx, const BroadcastPlan& plan, F&& fn) {
   if (plan.numel == 0) return;
@@ -219,7 +221,8 @@ Status broadcast_binary(RefKernelContext& ctx, const Tensor& a, const Tensor& b,
   return Status();
 }
 
-// ---- integer arithmetic without undefined behaviour -----------------------------------------------
+// ---- integer arithmetic without undefined behaviour
+// -----------------------------------------------
 
 // Two's-complement wrapping add/sub/mul for integers (plain ops for floats).
 template <typename C>
@@ -246,7 +249,8 @@ C wrapping_mul(C a, C b) {
     using U = std::make_unsigned_t<C>;
     // Promote to at least unsigned int so that uint16*uint16 does not overflow a signed int.
     using W = std::common_type_t<U, unsigned>;
-    return static_cast<C>(static_cast<U>(static_cast<W>(static_cast<U>(a)) * static_cast<W>(static_cast<U>(b))));
+    return static_cast<C>(
+        static_cast<U>(static_cast<W>(static_cast<U>(a)) * static_cast<W>(static_cast<U>(b))));
   } else {
     return a * b;
   }
