@@ -238,6 +238,38 @@ TEST(TensorKernels, UniqueInverseReconstructsInput) {
   }
 }
 
+TEST(TensorKernels, BadInputsAreErrorsNotCrashes) {
+  Tensor x = Tensor::from_vector<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  auto i64 = [](std::vector<int64_t> v) {
+    return Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, v);
+  };
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  Tensor two_minus_ones = i64({-1, -1}), huge_shape = i64({big, big}), huge_repeats = i64({big, 2});
+  Tensor starts = i64({0}), ends = i64({2}), axes = i64({0}), zero_step = i64({0});
+  Tensor huge_pads = i64({0, big, 0, 0}), bad_nd = i64({2, 0}), update = i64({1});
+  Tensor ind2x1 = Tensor::from_vector<int64_t>({1, 2}, {0, 5});
+  Tensor scalar_float = Tensor::scalar<float>(1.0f);
+  Tensor nan_index = Tensor::from_vector<float>({1}, {std::numeric_limits<float>::quiet_NaN()});
+  Tensor depth = Tensor::scalar<int64_t>(3), values = i64({0, 1});
+  EXPECT_FALSE(run_kernel("Reshape", {&x, &two_minus_ones}, {}).ok());
+  EXPECT_FALSE(run_kernel("Reshape", {&x, &huge_shape}, {}).ok());
+  EXPECT_FALSE(run_kernel("Expand", {&x, &huge_shape}, {}).ok());
+  EXPECT_FALSE(run_kernel("Tile", {&x, &huge_repeats}, {}).ok());
+  EXPECT_FALSE(run_kernel("Slice", {&x, &starts, &ends, &axes, &zero_step}, {}).ok());
+  EXPECT_FALSE(run_kernel("Pad", {&x, &huge_pads}, {}).ok());
+  EXPECT_FALSE(run_kernel("GatherND", {&x, &ind2x1}, {}).ok());
+  Tensor xi = i64({1, 2, 3});
+  EXPECT_FALSE(run_kernel("ScatterND", {&xi, &bad_nd, &update}, {}).ok());
+  EXPECT_FALSE(run_kernel("Gather", {&x, &scalar_float}, {}).ok());
+  EXPECT_FALSE(run_kernel("Transpose", {&x}, {{"perm", Attribute::of_ints({0, 0})}}).ok());
+  EXPECT_FALSE(run_kernel("Squeeze", {&x, &axes}, {}).ok());
+  EXPECT_FALSE(run_kernel("DepthToSpace", {&x}, {{"blocksize", Attribute::of_int(big)}}).ok());
+  // A NaN index selects nothing: the row is all off values.
+  auto hot = run_kernel("OneHot", {&nan_index, &depth, &values}, {});
+  ASSERT_TRUE(hot.ok()) << hot.status().to_string();
+  EXPECT_EQ((*hot)[0].to_int64_vector(), (std::vector<int64_t>{0, 0, 0}));
+}
+
 TEST(TensorOps, ReshapeInfersFromConstantShape) {
   Graph g;
   int x = g.add_input("x", TensorType::of(DType::kFloat32, {2, 3, 4}));

@@ -2,6 +2,7 @@
 // GatherElements, GatherND, Scatter, ScatterElements, ScatterND, OneHot, Compress, NonZero,
 // ReverseSequence, Unique).
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <numeric>
 #include <utility>
@@ -269,7 +270,15 @@ Status one_hot_kernel(RefKernelContext& ctx) {
   int64_t inner = ref::product_of_dims(ind.dims(), axis, ind.dims().size());
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
-      int64_t v = ind.as_int64(o * inner + i);
+      int64_t v = 0;
+      if (dtype_is_float(ind.dtype())) {
+        // Non-integral indices truncate; out-of-range ones (NaN included) select nothing.
+        double d = ind.as_double(o * inner + i);
+        if (!(d > static_cast<double>(-depth - 1) && d < static_cast<double>(depth))) continue;
+        v = static_cast<int64_t>(d);
+      } else {
+        v = ind.as_int64(o * inner + i);
+      }
       if (v < 0) v += depth;
       if (v >= 0 && v < depth) copier.copy((o * depth + v) * inner + i, 1);
     }
@@ -388,6 +397,11 @@ std::function<int(int64_t, int64_t)> element_compare(const Tensor& t) {
     const T* p = t.data<T>();
     cmp = [p](int64_t a, int64_t b) {
       C va = static_cast<C>(p[a]), vb = static_cast<C>(p[b]);
+      if constexpr (std::is_floating_point_v<C>) {
+        // A total order: NaNs equal each other and sort after every number.
+        bool na = std::isnan(va), nb = std::isnan(vb);
+        if (na || nb) return na == nb ? 0 : (na ? 1 : -1);
+      }
       return va < vb ? -1 : (vb < va ? 1 : 0);
     };
   });

@@ -94,6 +94,7 @@ Result<std::vector<int64_t>> reshape_target(const RefKernelContext& ctx,
       shape[i] = in[i];
     }
     if (shape[i] < 0) return ctx.error("invalid dim " + std::to_string(shape[i]) + " in shape");
+    if (shape[i] > 0 && known > ref::kMaxElements / shape[i]) return ctx.error("shape is too large");
     known *= shape[i];
   }
   int64_t numel = shape_numel(in);
@@ -303,6 +304,7 @@ Status eye_like_kernel(RefKernelContext& ctx) {
   Tensor one = ref::scalar_of_dtype(dt, 1.0);
   ElementCopier copier(one, y);
   int64_t rows = x.dim(0), cols = x.dim(1);
+  if (k >= cols || k <= -rows) return Status();  // the diagonal misses the matrix
   for (int64_t r = 0; r < rows; ++r) {
     int64_t c = r + k;
     if (c >= 0 && c < cols) copier.copy(r * cols + c, 0);

@@ -237,6 +237,9 @@ Status tile_kernel(RefKernelContext& ctx) {
   std::vector<int64_t> out_dims(x.rank());
   for (int d = 0; d < x.rank(); ++d) {
     if (repeats[d] < 0) return ctx.error("negative repeat");
+    if (repeats[d] > 0 && x.dim(d) > ref::kMaxElements / repeats[d]) {
+      return ctx.error("tiled shape is too large");
+    }
     out_dims[d] = x.dim(d) * repeats[d];
   }
   TESSERA_RETURN_IF_ERROR(ref::check_output_dims(ctx, out_dims));
@@ -282,10 +285,10 @@ Status pad_kernel(RefKernelContext& ctx) {
     TESSERA_ASSIGN_OR_RETURN(pads, read_index_tensor(ctx, *ctx.input(1), "pads"));
     if (ctx.has_input(2)) {
       const Tensor& v = *ctx.input(2);
-      if (v.dtype() != x.dtype() || v.numel() != 1) {
+      if (v.dtype() != x.dtype() || v.numel() > 1) {
         return ctx.error("constant_value must be one element of the input dtype");
       }
-      value = v;
+      if (v.numel() == 1) value = v;
     }
     if (ctx.has_input(3)) {
       TESSERA_ASSIGN_OR_RETURN(axes, read_index_tensor(ctx, *ctx.input(3), "axes"));
@@ -297,6 +300,9 @@ Status pad_kernel(RefKernelContext& ctx) {
   if (pads.size() != 2 * axes.size()) {
     return ctx.error("pads has " + std::to_string(pads.size()) + " entries for " +
                      std::to_string(axes.size()) + " axes");
+  }
+  for (int64_t p : pads) {
+    if (p > ref::kMaxElements || p < -ref::kMaxElements) return ctx.error("pad is too large");
   }
   std::vector<int64_t> begin(rank, 0), end(rank, 0);
   size_t n = axes.size();
@@ -375,8 +381,9 @@ Status depth_to_space_kernel(RefKernelContext& ctx) {
   int64_t b = ctx.node().attr_int("blocksize", 0);
   if (b <= 0) return ctx.error("blocksize must be positive");
   int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
-  if (c % (b * b) != 0) return ctx.error("channels are not divisible by blocksize^2");
-  int64_t oc = c / (b * b);
+  if (c % b != 0 || (c / b) % b != 0) return ctx.error("channels are not divisible by blocksize^2");
+  if (b > ref::kMaxElements / std::max<int64_t>({h, w, 1})) return ctx.error("blocksize is too large");
+  int64_t oc = c / b / b;
   std::string mode = ctx.node().attr_string("mode", "DCR");
   std::vector<int64_t> out = {n, oc, h * b, w * b};
   if (mode == "DCR") return permuted_copy(ctx, x, {n, b, b, oc, h, w}, {0, 3, 4, 1, 5, 2}, out);
@@ -391,6 +398,7 @@ Status space_to_depth_kernel(RefKernelContext& ctx) {
   if (b <= 0) return ctx.error("blocksize must be positive");
   int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
   if (h % b != 0 || w % b != 0) return ctx.error("height and width are not divisible by blocksize");
+  if (b > ref::kMaxElements / b / std::max<int64_t>(c, 1)) return ctx.error("blocksize is too large");
   return permuted_copy(ctx, x, {n, c, h / b, b, w / b, b}, {0, 3, 5, 1, 2, 4},
                        {n, c * b * b, h / b, w / b});
 }
