@@ -89,7 +89,10 @@ Status infer_reshape(InferContext& ctx) {
     bool all_known = true;
     for (size_t i = 0; i < out.size(); ++i) {
       if (static_cast<int>(i) == infer_at) continue;
-      if (!out[i].known()) all_known = false; else known *= out[i].value;
+      if (!out[i].known())
+        all_known = false;
+      else
+        known *= out[i].value;
     }
     int64_t numel = shape_numel(in.static_dims());
     if (all_known) {
@@ -112,8 +115,7 @@ Status infer_flatten(InferContext& ctx) {
   if (axis < -rank || axis > rank) return invalid_argument("axis out of range");
   if (axis < 0) axis += rank;
   const Dims& d = *in.shape;
-  set_output(ctx, 0, in.dtype,
-             Dims{dims_product(d, 0, axis), dims_product(d, axis, d.size())});
+  set_output(ctx, 0, in.dtype, Dims{dims_product(d, 0, axis), dims_product(d, axis, d.size())});
   return Status();
 }
 
@@ -233,7 +235,10 @@ Status infer_concat(InferContext& ctx) {
     for (int d = 0; d < rank; ++d) {
       const Dim& dim = (*t.shape)[d];
       if (d == axis) {
-        if (dim.known()) axis_sum += dim.value; else axis_known = false;
+        if (dim.known())
+          axis_sum += dim.value;
+        else
+          axis_known = false;
       } else if (dim.known()) {
         if (out[d].known() && out[d].value != dim.value) {
           return invalid_argument("inputs differ in dim " + std::to_string(d));
@@ -399,7 +404,8 @@ Status infer_tile(InferContext& ctx) {
     set_output(ctx, 0, in.dtype, Dims(in.rank(), Dim()));
     return Status();
   }
-  if (static_cast<int>(repeats->size()) != in.rank()) return invalid_argument("repeats length != rank");
+  if (static_cast<int>(repeats->size()) != in.rank())
+    return invalid_argument("repeats length != rank");
   Dims out = *in.shape;
   for (size_t i = 0; i < out.size(); ++i) {
     int64_t r = (*repeats)[i];
@@ -456,10 +462,9 @@ Status infer_constant_of_shape(InferContext& ctx) {
 Status infer_range(InferContext& ctx) {
   DType dtype = input_dtype(ctx, 0);
   Dim count;
-  if (ctx.constants[0] && ctx.constants[1] && ctx.constants[2] &&
-      dtype != DType::kString && dtype != DType::kBool && ctx.constants[0]->numel() == 1 &&
-      ctx.constants[1]->numel() == 1 && ctx.constants[2]->numel() == 1 &&
-      ctx.constants[0]->dtype() == ctx.constants[1]->dtype() &&
+  if (ctx.constants[0] && ctx.constants[1] && ctx.constants[2] && dtype != DType::kString &&
+      dtype != DType::kBool && ctx.constants[0]->numel() == 1 && ctx.constants[1]->numel() == 1 &&
+      ctx.constants[2]->numel() == 1 && ctx.constants[0]->dtype() == ctx.constants[1]->dtype() &&
       ctx.constants[0]->dtype() == ctx.constants[2]->dtype()) {
     double start = ctx.constants[0]->as_double(0), limit = ctx.constants[1]->as_double(0);
     double delta = ctx.constants[2]->as_double(0);
@@ -574,7 +579,8 @@ Status infer_unique(InferContext& ctx) {
     set_output(ctx, 0, in.dtype, out);
     set_output(ctx, 2, DType::kInt64, Dims{(*in.shape)[axis]});
   } else {
-    set_output(ctx, 0, in.dtype, ctx.node.has_attr("axis") ? std::nullopt : std::optional(Dims{Dim()}));
+    set_output(ctx, 0, in.dtype,
+               ctx.node.has_attr("axis") ? std::nullopt : std::optional(Dims{Dim()}));
     set_output(ctx, 2, DType::kInt64, Dims{Dim()});
   }
   set_output(ctx, 1, DType::kInt64, Dims{Dim()});
@@ -605,10 +611,12 @@ void register_tensor_ops(OpRegistry& r) {
   r.add("Expand", inj).set_inputs(2, 2).set_infer(infer_expand);
   r.add("Tile", inj).set_inputs(2, 2).set_infer(infer_tile);
   r.add("Pad", inj).set_inputs(1, 4).set_infer(infer_pad);
-  r.add("DepthToSpace", inj).set_inputs(1, 1).set_infer(
-      [](InferContext& ctx) { return infer_depth_space(ctx, true); });
-  r.add("SpaceToDepth", inj).set_inputs(1, 1).set_infer(
-      [](InferContext& ctx) { return infer_depth_space(ctx, false); });
+  r.add("DepthToSpace", inj).set_inputs(1, 1).set_infer([](InferContext& ctx) {
+    return infer_depth_space(ctx, true);
+  });
+  r.add("SpaceToDepth", inj).set_inputs(1, 1).set_infer([](InferContext& ctx) {
+    return infer_depth_space(ctx, false);
+  });
 
   r.add("GatherElements", opq).set_inputs(2, 2).set_infer(infer_gather_elements);
   r.add("GatherND", opq).set_inputs(2, 2);

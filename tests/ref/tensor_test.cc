@@ -130,7 +130,8 @@ TEST(TensorKernels, SplitThenConcatRoundTrips) {
     // Random cut points give random split sizes, zero-sized parts included.
     int parts = std::uniform_int_distribution<int>(1, 4)(rng);
     std::vector<int64_t> cuts = {0, dim};
-    for (int p = 1; p < parts; ++p) cuts.push_back(std::uniform_int_distribution<int64_t>(0, dim)(rng));
+    for (int p = 1; p < parts; ++p)
+      cuts.push_back(std::uniform_int_distribution<int64_t>(0, dim)(rng));
     std::sort(cuts.begin(), cuts.end());
     std::vector<int64_t> sizes;
     for (size_t p = 1; p < cuts.size(); ++p) sizes.push_back(cuts[p] - cuts[p - 1]);
@@ -181,7 +182,8 @@ TEST(TensorKernels, GatherNegativeIndicesWrap) {
     std::vector<int64_t> out_index(y.rank(), 0);
     std::vector<int64_t> in_index(rank, 0);
     in_index[axis] = positive[0];
-    EXPECT_EQ(y.data<float>()[ravel(out_index, y.dims())], x.data<float>()[ravel(in_index, x.dims())]);
+    EXPECT_EQ(y.data<float>()[ravel(out_index, y.dims())],
+              x.data<float>()[ravel(in_index, x.dims())]);
   }
 }
 
@@ -206,7 +208,8 @@ TEST(TensorKernels, SliceWithNegativeStepReverses) {
   const Tensor& y = (*r)[0];
   ASSERT_EQ(y.dims(), x.dims());
   for (int64_t i = 0; i < 4; ++i) {
-    for (int64_t j = 0; j < 7; ++j) EXPECT_EQ(y.data<float>()[i * 7 + j], x.data<float>()[i * 7 + 6 - j]);
+    for (int64_t j = 0; j < 7; ++j)
+      EXPECT_EQ(y.data<float>()[i * 7 + j], x.data<float>()[i * 7 + 6 - j]);
   }
 }
 
@@ -234,7 +237,8 @@ TEST(TensorKernels, UniqueInverseReconstructsInput) {
       }
     }
     EXPECT_EQ(total, 50);
-    for (int64_t i = 0; i < 50; ++i) EXPECT_EQ(y.data<int64_t>()[inverse.data<int64_t>()[i]], values[i]);
+    for (int64_t i = 0; i < 50; ++i)
+      EXPECT_EQ(y.data<int64_t>()[inverse.data<int64_t>()[i]], values[i]);
   }
 }
 

@@ -117,7 +117,8 @@ Result<NdTargets> nd_targets(const RefKernelContext& ctx, const Tensor& data, co
   if (batch_dims < 0 || batch_dims >= std::min(r, q)) return ctx.error("invalid batch_dims");
   int64_t k = ind.dim(-1);
   if (k < 0 || k > r - batch_dims) {
-    return ctx.error("index tuples of length " + std::to_string(k) + " for data " + data.describe());
+    return ctx.error("index tuples of length " + std::to_string(k) + " for data " +
+                     data.describe());
   }
   for (int64_t b = 0; b < batch_dims; ++b) {
     if (ind.dim(static_cast<int>(b)) != data.dim(static_cast<int>(b))) {
@@ -230,7 +231,8 @@ Status scatter_nd_kernel(RefKernelContext& ctx) {
   std::vector<int64_t> want(ind.dims().begin(), ind.dims().end() - 1);
   want.insert(want.end(), x.dims().begin() + ind.dim(-1), x.dims().end());
   if (updates.dims() != want) {
-    return ctx.error("updates " + updates.describe() + " should have shape " + dims_to_string(want));
+    return ctx.error("updates " + updates.describe() + " should have shape " +
+                     dims_to_string(want));
   }
   std::vector<std::pair<int64_t, int64_t>> pairs;
   pairs.reserve(targets.offsets.size() * targets.slice_size);
@@ -375,10 +377,11 @@ Status reverse_sequence_kernel(RefKernelContext& ctx) {
   copier.copy_run(0, 0, x.numel());
   for (int64_t b = 0; b < batch; ++b) {
     int64_t len = lens[b];
-    if (len < 0 || len > time) return ctx.error("sequence length " + std::to_string(len) + " out of range");
+    if (len < 0 || len > time)
+      return ctx.error("sequence length " + std::to_string(len) + " out of range");
     for (int64_t t = 0; t < len; ++t) {
-      copier.copy_run(b * batch_stride + t * time_stride, b * batch_stride + (len - 1 - t) * time_stride,
-                      inner);
+      copier.copy_run(b * batch_stride + t * time_stride,
+                      b * batch_stride + (len - 1 - t) * time_stride, inner);
     }
   }
   return Status();
@@ -388,7 +391,8 @@ Status reverse_sequence_kernel(RefKernelContext& ctx) {
 std::function<int(int64_t, int64_t)> element_compare(const Tensor& t) {
   if (t.dtype() == DType::kString) {
     const auto* s = &t.strings();
-    return [s](int64_t a, int64_t b) { return (*s)[a] < (*s)[b] ? -1 : ((*s)[b] < (*s)[a] ? 1 : 0); };
+    return
+        [s](int64_t a, int64_t b) { return (*s)[a] < (*s)[b] ? -1 : ((*s)[b] < (*s)[a] ? 1 : 0); };
   }
   std::function<int(int64_t, int64_t)> cmp;
   visit_numeric_dtype(t.dtype(), [&](auto tag) {
@@ -438,7 +442,7 @@ Status unique_kernel(RefKernelContext& ctx) {
   std::stable_sort(order.begin(), order.end(),
                    [&](int64_t a, int64_t b) { return compare_slices(a, b) < 0; });
   // Groups of equal slices in sorted order; stable sorting puts the first occurrence first.
-  std::vector<int64_t> first;           // per group: first occurrence
+  std::vector<int64_t> first;  // per group: first occurrence
   std::vector<int64_t> group_of(static_cast<size_t>(n));
   std::vector<int64_t> counts;
   for (size_t i = 0; i < order.size(); ++i) {

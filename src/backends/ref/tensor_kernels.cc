@@ -89,12 +89,14 @@ Result<std::vector<int64_t>> reshape_target(const RefKernelContext& ctx,
       continue;
     }
     if (shape[i] == 0 && !allowzero) {
-      if (i >= in.size()) return ctx.error("shape copies dim " + std::to_string(i) + " of a rank " +
-                                           std::to_string(in.size()) + " input");
+      if (i >= in.size())
+        return ctx.error("shape copies dim " + std::to_string(i) + " of a rank " +
+                         std::to_string(in.size()) + " input");
       shape[i] = in[i];
     }
     if (shape[i] < 0) return ctx.error("invalid dim " + std::to_string(shape[i]) + " in shape");
-    if (shape[i] > 0 && known > ref::kMaxElements / shape[i]) return ctx.error("shape is too large");
+    if (shape[i] > 0 && known > ref::kMaxElements / shape[i])
+      return ctx.error("shape is too large");
     known *= shape[i];
   }
   int64_t numel = shape_numel(in);
@@ -158,8 +160,8 @@ Status squeeze_kernel(RefKernelContext& ctx) {
   } else {
     for (int64_t a : *axes) {
       auto axis = normalize_axis(a, x.rank());
-      if (!axis.ok() || x.rank() == 0) return ctx.error("squeeze axis " + std::to_string(a) +
-                                                        " out of range for " + x.describe());
+      if (!axis.ok() || x.rank() == 0)
+        return ctx.error("squeeze axis " + std::to_string(a) + " out of range for " + x.describe());
       if (x.dim(*axis) != 1) {
         return ctx.error("cannot squeeze dim " + std::to_string(*axis) + " of " + x.describe());
       }

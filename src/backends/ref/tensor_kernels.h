@@ -46,7 +46,8 @@ class ElementCopier {
   void copy_run(int64_t dst_index, int64_t src_index, int64_t count) const {
     if (count <= 0) return;
     if (is_string_) {
-      for (int64_t i = 0; i < count; ++i) (*dst_strings_)[dst_index + i] = (*src_strings_)[src_index + i];
+      for (int64_t i = 0; i < count; ++i)
+        (*dst_strings_)[dst_index + i] = (*src_strings_)[src_index + i];
       return;
     }
     std::memmove(dst_ + dst_index * element_size_, src_ + src_index * element_size_,

@@ -99,7 +99,8 @@ Status split_kernel(RefKernelContext& ctx) {
       int64_t n = ctx.node().attr_int("num_outputs", outputs);
       if (n != outputs || n <= 0) return ctx.error("num_outputs does not match the outputs");
       int64_t chunk = (dim + n - 1) / n;
-      for (int64_t i = 0; i < n; ++i) split.push_back(std::clamp<int64_t>(dim - i * chunk, 0, chunk));
+      for (int64_t i = 0; i < n; ++i)
+        split.push_back(std::clamp<int64_t>(dim - i * chunk, 0, chunk));
     } else {
       if (outputs <= 0 || dim % outputs != 0) {
         return ctx.error("dim " + std::to_string(dim) + " does not split into " +
@@ -118,7 +119,8 @@ Status split_kernel(RefKernelContext& ctx) {
     total += s;
   }
   if (total != dim) {
-    return ctx.error("split sizes sum to " + std::to_string(total) + ", not " + std::to_string(dim));
+    return ctx.error("split sizes sum to " + std::to_string(total) + ", not " +
+                     std::to_string(dim));
   }
   int64_t outer = ref::product_of_dims(x.dims(), 0, axis);
   int64_t inner = ref::product_of_dims(x.dims(), axis + 1, x.dims().size());
@@ -172,7 +174,8 @@ Status slice_kernel(RefKernelContext& ctx) {
   int64_t base = 0;
   for (size_t i = 0; i < starts.size(); ++i) {
     auto axis_or = normalize_axis(axes[i], rank);
-    if (!axis_or.ok() || rank == 0) return ctx.error("axis " + std::to_string(axes[i]) + " out of range");
+    if (!axis_or.ok() || rank == 0)
+      return ctx.error("axis " + std::to_string(axes[i]) + " out of range");
     int axis = *axis_or;
     if (seen[axis]) return ctx.error("axis " + std::to_string(axes[i]) + " repeated");
     seen[axis] = true;
@@ -232,7 +235,8 @@ Status tile_kernel(RefKernelContext& ctx) {
   if (!ctx.has_input(1)) return ctx.error("missing repeats input");
   TESSERA_ASSIGN_OR_RETURN(auto repeats, read_index_tensor(ctx, *ctx.input(1), "repeats"));
   if (static_cast<int>(repeats.size()) != x.rank()) {
-    return ctx.error("repeats has " + std::to_string(repeats.size()) + " entries for " + x.describe());
+    return ctx.error("repeats has " + std::to_string(repeats.size()) + " entries for " +
+                     x.describe());
   }
   std::vector<int64_t> out_dims(x.rank());
   for (int d = 0; d < x.rank(); ++d) {
@@ -308,14 +312,16 @@ Status pad_kernel(RefKernelContext& ctx) {
   size_t n = axes.size();
   for (size_t i = 0; i < n; ++i) {
     auto axis = normalize_axis(axes[i], rank);
-    if (!axis.ok() || rank == 0) return ctx.error("pad axis " + std::to_string(axes[i]) + " out of range");
+    if (!axis.ok() || rank == 0)
+      return ctx.error("pad axis " + std::to_string(axes[i]) + " out of range");
     begin[*axis] = pads[i];
     end[*axis] = pads[i + n];
   }
   std::vector<int64_t> out_dims(rank);
   for (int d = 0; d < rank; ++d) {
     out_dims[d] = x.dim(d) + begin[d] + end[d];
-    if (out_dims[d] < 0) return ctx.error("pads remove more than dim " + std::to_string(d) + " holds");
+    if (out_dims[d] < 0)
+      return ctx.error("pads remove more than dim " + std::to_string(d) + " holds");
     bool pads_outside = begin[d] > 0 || end[d] > 0;
     if (mode != PadMode::kConstant && pads_outside && x.dim(d) == 0) {
       return ctx.error("cannot pad an empty dim in mode '" + mode_name + "'");
@@ -333,15 +339,9 @@ Status pad_kernel(RefKernelContext& ctx) {
       int64_t c = index[d] - begin[d];
       if (c < 0 || c >= dim) {
         switch (mode) {
-          case PadMode::kConstant:
-            value_copier.copy(i, 0);
-            return;
-          case PadMode::kEdge:
-            c = std::clamp<int64_t>(c, 0, dim - 1);
-            break;
-          case PadMode::kWrap:
-            c = ((c % dim) + dim) % dim;
-            break;
+          case PadMode::kConstant: value_copier.copy(i, 0); return;
+          case PadMode::kEdge: c = std::clamp<int64_t>(c, 0, dim - 1); break;
+          case PadMode::kWrap: c = ((c % dim) + dim) % dim; break;
           case PadMode::kReflect:
             if (dim == 1) {
               c = 0;
@@ -382,7 +382,8 @@ Status depth_to_space_kernel(RefKernelContext& ctx) {
   if (b <= 0) return ctx.error("blocksize must be positive");
   int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
   if (c % b != 0 || (c / b) % b != 0) return ctx.error("channels are not divisible by blocksize^2");
-  if (b > ref::kMaxElements / std::max<int64_t>({h, w, 1})) return ctx.error("blocksize is too large");
+  if (b > ref::kMaxElements / std::max<int64_t>({h, w, 1}))
+    return ctx.error("blocksize is too large");
   int64_t oc = c / b / b;
   std::string mode = ctx.node().attr_string("mode", "DCR");
   std::vector<int64_t> out = {n, oc, h * b, w * b};
@@ -398,7 +399,8 @@ Status space_to_depth_kernel(RefKernelContext& ctx) {
   if (b <= 0) return ctx.error("blocksize must be positive");
   int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
   if (h % b != 0 || w % b != 0) return ctx.error("height and width are not divisible by blocksize");
-  if (b > ref::kMaxElements / b / std::max<int64_t>(c, 1)) return ctx.error("blocksize is too large");
+  if (b > ref::kMaxElements / b / std::max<int64_t>(c, 1))
+    return ctx.error("blocksize is too large");
   return permuted_copy(ctx, x, {n, c, h / b, b, w / b, b}, {0, 3, 5, 1, 2, 4},
                        {n, c * b * b, h / b, w / b});
 }
