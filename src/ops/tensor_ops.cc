@@ -368,6 +368,22 @@ Status infer_gather_elements(InferContext& ctx) {
   return Status();
 }
 
+Status infer_gather_nd(InferContext& ctx) {
+  const TensorType& data = ctx.inputs[0];
+  const TensorType& ind = ctx.inputs[1];
+  int64_t batch_dims = ctx.node.attr_int("batch_dims", 0);
+  if (!data.has_rank() || !ind.has_rank() || ind.rank() < 1 || !ind.shape->back().known() ||
+      batch_dims < 0 || batch_dims + ind.shape->back().value > data.rank()) {
+    set_output(ctx, 0, data.dtype, std::nullopt);
+    return Status();
+  }
+  Dims out(ind.shape->begin(), ind.shape->end() - 1);
+  out.insert(out.end(), data.shape->begin() + batch_dims + ind.shape->back().value,
+             data.shape->end());
+  set_output(ctx, 0, data.dtype, out);
+  return Status();
+}
+
 Status infer_expand(InferContext& ctx) {
   const TensorType& in = ctx.inputs[0];
   auto shape = constant_ints(ctx, 1);
@@ -619,7 +635,7 @@ void register_tensor_ops(OpRegistry& r) {
   });
 
   r.add("GatherElements", opq).set_inputs(2, 2).set_infer(infer_gather_elements);
-  r.add("GatherND", opq).set_inputs(2, 2);
+  r.add("GatherND", opq).set_inputs(2, 2).set_infer(infer_gather_nd);
   r.add("Scatter", opq).set_inputs(3, 3).set_infer(infer_same_as_input0);
   r.add("ScatterElements", opq).set_inputs(3, 3).set_infer(infer_same_as_input0);
   r.add("ScatterND", opq).set_inputs(3, 3).set_infer(infer_same_as_input0);
