@@ -1,6 +1,8 @@
 // Schemas of the reduction family: Reduce*, ArgMax/ArgMin, Softmax/LogSoftmax/Hardmax, CumSum,
 // TopK, Einsum, Det and the two losses (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss).
 #include <algorithm>
+#include <cctype>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -129,6 +131,93 @@ Status infer_top_k(InferContext& ctx) {
   return Status();
 }
 
+// Einsum: the output dims follow from the equation once every input's rank is known. Labels are
+// letters; "..." stands for broadcast dims (right-aligned across the inputs).
+Status infer_einsum(InferContext& ctx) {
+  TensorType& out = ctx.outputs[0];
+  out.dtype = ctx.inputs.empty() ? DType::kUndefined : ctx.inputs[0].dtype;
+  std::string equation;
+  for (char c : ctx.node.attr_string("equation", "")) {
+    if (c != ' ') equation.push_back(c);
+  }
+  const size_t arrow = equation.find("->");
+  const std::string lhs = equation.substr(0, arrow);
+  std::vector<std::string> terms;
+  for (size_t start = 0;;) {
+    const size_t comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (static_cast<int>(terms.size()) != ctx.num_inputs()) {
+    return invalid_argument("equation has " + std::to_string(terms.size()) + " terms for " +
+                            std::to_string(ctx.num_inputs()) + " inputs");
+  }
+  for (const TensorType& t : ctx.inputs) {
+    if (!t.shape) return Status();
+  }
+  // Per letter: its dim (a known size other than 1 wins) and its use count.
+  std::map<char, Dim> letter_dim;
+  std::map<char, int> letter_uses;
+  std::vector<Dim> ellipsis;  // widest broadcast dims, right-aligned
+  auto merge = [](Dim& have, const Dim& d) {
+    if (!have.known() && !d.known() && have.symbol.empty()) have = d;
+    if (d.known() && (!have.known() || have.value == 1)) have = d;
+  };
+  for (size_t k = 0; k < terms.size(); ++k) {
+    const std::vector<Dim>& dims = *ctx.inputs[k].shape;
+    const std::string& term = terms[k];
+    const size_t dots = term.find("...");
+    const int letters = static_cast<int>(term.size()) - (dots == std::string::npos ? 0 : 3);
+    const int ellipsis_dims = static_cast<int>(dims.size()) - letters;
+    if (ellipsis_dims < 0 || (dots == std::string::npos && ellipsis_dims != 0)) {
+      return invalid_argument("term '" + term + "' does not match input rank " +
+                              std::to_string(dims.size()));
+    }
+    if (ellipsis_dims > static_cast<int>(ellipsis.size())) {
+      ellipsis.insert(ellipsis.begin(), ellipsis_dims - ellipsis.size(), Dim(1));
+    }
+    int d = 0;
+    for (size_t i = 0; i < term.size(); ++i) {
+      if (i == dots) {
+        for (int j = 0; j < ellipsis_dims; ++j, ++d) {
+          merge(ellipsis[ellipsis.size() - ellipsis_dims + j], dims[d]);
+        }
+        i += 2;
+      } else {
+        if (!std::isalpha(static_cast<unsigned char>(term[i]))) {
+          return invalid_argument(std::string("bad character '") + term[i] + "' in equation");
+        }
+        auto [it, added] = letter_dim.try_emplace(term[i], dims[d]);
+        if (!added) merge(it->second, dims[d]);
+        ++letter_uses[term[i]];
+        ++d;
+      }
+    }
+  }
+  std::vector<Dim> dims;
+  if (arrow == std::string::npos) {
+    dims = ellipsis;
+    for (const auto& [letter, uses] : letter_uses) {  // std::map: ASCII order
+      if (uses == 1) dims.push_back(letter_dim[letter]);
+    }
+  } else {
+    const std::string rhs = equation.substr(arrow + 2);
+    for (size_t i = 0; i < rhs.size(); ++i) {
+      if (rhs.compare(i, 3, "...") == 0) {
+        dims.insert(dims.end(), ellipsis.begin(), ellipsis.end());
+        i += 2;
+      } else if (letter_dim.count(rhs[i])) {
+        dims.push_back(letter_dim[rhs[i]]);
+      } else {
+        return invalid_argument(std::string("output label '") + rhs[i] + "' not in the inputs");
+      }
+    }
+  }
+  out.shape = std::move(dims);
+  return Status();
+}
+
 Status infer_det(InferContext& ctx) {
   TensorType& out = ctx.outputs[0];
   out.dtype = ctx.inputs[0].dtype;
@@ -173,7 +262,7 @@ void register_reduction_ops(OpRegistry& r) {
   r.add("Hardmax", OpKind::kOpaque).set_inputs(1, 1).set_infer(infer_softmax_like);
   r.add("CumSum", OpKind::kOpaque).set_inputs(2, 2).set_infer(infer_same_as_input0);
   r.add("TopK", OpKind::kOpaque).set_inputs(1, 2).set_outputs(2, 2).set_infer(infer_top_k);
-  r.add("Einsum", OpKind::kOpaque).set_inputs(1, 1 << 20);
+  r.add("Einsum", OpKind::kOpaque).set_inputs(1, 1 << 20).set_infer(infer_einsum);
   r.add("Det", OpKind::kOpaque).set_inputs(1, 1).set_infer(infer_det);
   r.add("NegativeLogLikelihoodLoss", OpKind::kOpaque).set_inputs(2, 3).set_infer(infer_loss);
   r.add("SoftmaxCrossEntropyLoss", OpKind::kOpaque)
