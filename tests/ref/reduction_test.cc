@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -249,6 +250,59 @@ TEST(ReductionKernels, DetOfKnownMatrices) {
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   EXPECT_DOUBLE_EQ((*y)[0].data<double>()[0], -2.0);
   EXPECT_DOUBLE_EQ((*y)[0].data<double>()[1], 0.0);
+}
+
+TEST(ReductionKernels, BadInputsAreErrorsNotCrashes) {
+  const Tensor m(DType::kFloat32, {2, 3});
+  const Tensor scalar(DType::kFloat32, {});
+  auto eq = [](const char* e) {
+    return std::map<std::string, Attribute>{{"equation", Attribute::of_string(e)}};
+  };
+  EXPECT_FALSE(run_op("Einsum", {m}, eq("ij,jk->ik"), 12).ok());   // too few inputs
+  EXPECT_FALSE(run_op("Einsum", {m}, eq("i.j->ij"), 12).ok());     // broken ellipsis
+  EXPECT_FALSE(run_op("Einsum", {m}, eq("ij->iij"), 12).ok());     // repeated output label
+  EXPECT_FALSE(run_op("Einsum", {m}, eq("ij->k"), 12).ok());       // unknown output label
+  EXPECT_TRUE(run_op("Einsum", {m, m}, eq("ij,ij->ij"), 12).ok());  // elementwise product
+  EXPECT_FALSE(run_op("Einsum", {m, m}, eq("ij,ji->ij"), 12).ok());  // 2x3 vs 3x2 sizes
+  EXPECT_FALSE(run_op("Einsum", {m}, eq(""), 12).ok());
+  EXPECT_FALSE(run_op("Softmax", {scalar}).ok());
+  EXPECT_FALSE(run_op("Softmax", {m}, {{"axis", Attribute::of_int(2)}}).ok());
+  EXPECT_FALSE(run_op("ArgMax", {Tensor(DType::kFloat32, {2, 0})},
+                      {{"axis", Attribute::of_int(1)}}).ok());
+  EXPECT_FALSE(run_op("CumSum", {m, Tensor::scalar<float>(0)}, {}, 14).ok());
+  EXPECT_FALSE(run_op("CumSum", {m, Tensor::scalar<int64_t>(2)}, {}, 14).ok());
+  EXPECT_FALSE(run_op("TopK", {m, Tensor::from_vector<int64_t>({1}, {-1})}, {}, 11, 2).ok());
+  EXPECT_FALSE(run_op("Det", {m}, {}, 11).ok());
+  // NLL: target out of range, wrong target shape, wrong weight shape.
+  const Tensor log_prob(DType::kFloat32, {2, 3});
+  EXPECT_FALSE(run_op("NegativeLogLikelihoodLoss",
+                      {log_prob, Tensor::from_vector<int64_t>({2}, {0, 3})}).ok());
+  EXPECT_FALSE(run_op("NegativeLogLikelihoodLoss",
+                      {log_prob, Tensor::from_vector<int64_t>({3}, {0, 1, 2})}).ok());
+  EXPECT_FALSE(run_op("NegativeLogLikelihoodLoss", {log_prob, Tensor::from_vector<int64_t>({2}, {0, 1}),
+                                                    Tensor(DType::kFloat32, {2})})
+                   .ok());
+  // An ignored target may lie outside [0, C).
+  EXPECT_TRUE(run_op("NegativeLogLikelihoodLoss",
+                     {log_prob, Tensor::from_vector<int64_t>({2}, {-5, 1})},
+                     {{"ignore_index", Attribute::of_int(-5)}})
+                  .ok());
+}
+
+TEST(ReductionKernels, EmptyReductionsGiveIdentities) {
+  const Tensor empty(DType::kFloat32, {2, 0});
+  const std::map<std::string, Attribute> axis1{{"axes", Attribute::of_ints({1})},
+                                               {"keepdims", Attribute::of_int(0)}};
+  auto sum = run_op("ReduceProd", {empty}, axis1);
+  ASSERT_TRUE(sum.ok()) << sum.status().to_string();
+  EXPECT_EQ((*sum)[0].dims(), (std::vector<int64_t>{2}));
+  EXPECT_EQ((*sum)[0].data<float>()[0], 1.0f);
+  auto max = run_op("ReduceMax", {empty}, axis1);
+  ASSERT_TRUE(max.ok());
+  EXPECT_EQ((*max)[0].data<float>()[1], -std::numeric_limits<float>::infinity());
+  auto lse = run_op("ReduceLogSumExp", {empty}, axis1);
+  ASSERT_TRUE(lse.ok());
+  EXPECT_EQ((*lse)[0].data<float>()[0], -std::numeric_limits<float>::infinity());
 }
 
 }  // namespace
