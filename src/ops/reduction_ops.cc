@@ -249,9 +249,9 @@ Status infer_loss(InferContext& ctx) {
 }  // namespace
 
 void register_reduction_ops(OpRegistry& r) {
-  for (const char* name : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
-                           "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
-                           "ReduceSumSquare"}) {
+  for (const char* name :
+       {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+        "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"}) {
     // Axes are input 1 for ReduceSum from opset 13 and for every Reduce* from opset 18.
     r.add(name, OpKind::kReduction).set_inputs(1, 2).set_infer(infer_reduce);
   }

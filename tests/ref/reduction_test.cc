@@ -156,7 +156,8 @@ TEST(ReductionKernels, ReduceSumAllAxesMatchesPerAxisReductions) {
     for (int64_t o = 0; o < s.outer; ++o) {
       for (int64_t i = 0; i < s.inner; ++i) {
         double want = 0;
-        for (int64_t k = 0; k < s.length; ++k) want += x.data<float>()[(o * s.length + k) * s.inner + i];
+        for (int64_t k = 0; k < s.length; ++k)
+          want += x.data<float>()[(o * s.length + k) * s.inner + i];
         const float got = r.data<float>()[o * s.inner + i];
         EXPECT_NEAR(got, want, 1e-4);
         sum_of_partials += got;
@@ -178,7 +179,8 @@ TEST(ReductionKernels, ReduceSumAllAxesMatchesPerAxisReductions) {
   // Integer sums are exact.
   Tensor xi(DType::kInt64, dims);
   int64_t int_total = 0;
-  for (int64_t i = 0; i < xi.numel(); ++i) int_total += (xi.data<int64_t>()[i] = (i * 7919) % 1000 - 500);
+  for (int64_t i = 0; i < xi.numel(); ++i)
+    int_total += (xi.data<int64_t>()[i] = (i * 7919) % 1000 - 500);
   auto ri = run_op("ReduceSum", {xi}, {{"keepdims", Attribute::of_int(0)}});
   ASSERT_TRUE(ri.ok()) << ri.status().to_string();
   EXPECT_EQ((*ri)[0].data<int64_t>()[0], int_total);
@@ -258,30 +260,33 @@ TEST(ReductionKernels, BadInputsAreErrorsNotCrashes) {
   auto eq = [](const char* e) {
     return std::map<std::string, Attribute>{{"equation", Attribute::of_string(e)}};
   };
-  EXPECT_FALSE(run_op("Einsum", {m}, eq("ij,jk->ik"), 12).ok());   // too few inputs
-  EXPECT_FALSE(run_op("Einsum", {m}, eq("i.j->ij"), 12).ok());     // broken ellipsis
-  EXPECT_FALSE(run_op("Einsum", {m}, eq("ij->iij"), 12).ok());     // repeated output label
-  EXPECT_FALSE(run_op("Einsum", {m}, eq("ij->k"), 12).ok());       // unknown output label
-  EXPECT_TRUE(run_op("Einsum", {m, m}, eq("ij,ij->ij"), 12).ok());  // elementwise product
+  EXPECT_FALSE(run_op("Einsum", {m}, eq("ij,jk->ik"), 12).ok());     // too few inputs
+  EXPECT_FALSE(run_op("Einsum", {m}, eq("i.j->ij"), 12).ok());       // broken ellipsis
+  EXPECT_FALSE(run_op("Einsum", {m}, eq("ij->iij"), 12).ok());       // repeated output label
+  EXPECT_FALSE(run_op("Einsum", {m}, eq("ij->k"), 12).ok());         // unknown output label
+  EXPECT_TRUE(run_op("Einsum", {m, m}, eq("ij,ij->ij"), 12).ok());   // elementwise product
   EXPECT_FALSE(run_op("Einsum", {m, m}, eq("ij,ji->ij"), 12).ok());  // 2x3 vs 3x2 sizes
   EXPECT_FALSE(run_op("Einsum", {m}, eq(""), 12).ok());
   EXPECT_FALSE(run_op("Softmax", {scalar}).ok());
   EXPECT_FALSE(run_op("Softmax", {m}, {{"axis", Attribute::of_int(2)}}).ok());
-  EXPECT_FALSE(run_op("ArgMax", {Tensor(DType::kFloat32, {2, 0})},
-                      {{"axis", Attribute::of_int(1)}}).ok());
+  EXPECT_FALSE(
+      run_op("ArgMax", {Tensor(DType::kFloat32, {2, 0})}, {{"axis", Attribute::of_int(1)}}).ok());
   EXPECT_FALSE(run_op("CumSum", {m, Tensor::scalar<float>(0)}, {}, 14).ok());
   EXPECT_FALSE(run_op("CumSum", {m, Tensor::scalar<int64_t>(2)}, {}, 14).ok());
   EXPECT_FALSE(run_op("TopK", {m, Tensor::from_vector<int64_t>({1}, {-1})}, {}, 11, 2).ok());
   EXPECT_FALSE(run_op("Det", {m}, {}, 11).ok());
   // NLL: target out of range, wrong target shape, wrong weight shape.
   const Tensor log_prob(DType::kFloat32, {2, 3});
-  EXPECT_FALSE(run_op("NegativeLogLikelihoodLoss",
-                      {log_prob, Tensor::from_vector<int64_t>({2}, {0, 3})}).ok());
-  EXPECT_FALSE(run_op("NegativeLogLikelihoodLoss",
-                      {log_prob, Tensor::from_vector<int64_t>({3}, {0, 1, 2})}).ok());
-  EXPECT_FALSE(run_op("NegativeLogLikelihoodLoss", {log_prob, Tensor::from_vector<int64_t>({2}, {0, 1}),
-                                                    Tensor(DType::kFloat32, {2})})
-                   .ok());
+  EXPECT_FALSE(
+      run_op("NegativeLogLikelihoodLoss", {log_prob, Tensor::from_vector<int64_t>({2}, {0, 3})})
+          .ok());
+  EXPECT_FALSE(
+      run_op("NegativeLogLikelihoodLoss", {log_prob, Tensor::from_vector<int64_t>({3}, {0, 1, 2})})
+          .ok());
+  EXPECT_FALSE(
+      run_op("NegativeLogLikelihoodLoss",
+             {log_prob, Tensor::from_vector<int64_t>({2}, {0, 1}), Tensor(DType::kFloat32, {2})})
+          .ok());
   // An ignored target may lie outside [0, C).
   EXPECT_TRUE(run_op("NegativeLogLikelihoodLoss",
                      {log_prob, Tensor::from_vector<int64_t>({2}, {-5, 1})},

@@ -29,7 +29,7 @@ struct ReducePlan {
   bool noop = false;              // empty axes with noop_with_empty_axes: output = input
   std::vector<int64_t> out_dims;  // keepdims applied
   std::vector<int64_t> out_strides;
-  int64_t count = 1;              // input elements per output element
+  int64_t count = 1;  // input elements per output element
 };
 
 Result<ReducePlan> plan_reduce(const RefKernelContext& ctx, const Tensor& in) {
@@ -101,14 +101,16 @@ void reduce_float(ReduceOp op, const Tensor& in, const ReducePlan& plan, Tensor&
     case ReduceOp::kSum:
     case ReduceOp::kMean:
     case ReduceOp::kLogSum:
-      for_each_reduced(in, plan, [&](int64_t i, int64_t o) { acc[o] += static_cast<double>(x[i]); });
+      for_each_reduced(in, plan,
+                       [&](int64_t i, int64_t o) { acc[o] += static_cast<double>(x[i]); });
       break;
     case ReduceOp::kProd:
-      for_each_reduced(in, plan, [&](int64_t i, int64_t o) { acc[o] *= static_cast<double>(x[i]); });
+      for_each_reduced(in, plan,
+                       [&](int64_t i, int64_t o) { acc[o] *= static_cast<double>(x[i]); });
       break;
     case ReduceOp::kL1:
-      for_each_reduced(in, plan,
-                       [&](int64_t i, int64_t o) { acc[o] += std::fabs(static_cast<double>(x[i])); });
+      for_each_reduced(
+          in, plan, [&](int64_t i, int64_t o) { acc[o] += std::fabs(static_cast<double>(x[i])); });
       break;
     case ReduceOp::kL2:
     case ReduceOp::kSumSquare:
@@ -156,8 +158,8 @@ void reduce_integer(ReduceOp op, const Tensor& in, const ReducePlan& plan, Tenso
   const int64_t n_out = out.numel();
   if (op == ReduceOp::kMax || op == ReduceOp::kMin) {
     const bool is_min = op == ReduceOp::kMin;
-    std::vector<T> acc(n_out, is_min ? std::numeric_limits<T>::max()
-                                     : std::numeric_limits<T>::lowest());
+    std::vector<T> acc(n_out,
+                       is_min ? std::numeric_limits<T>::max() : std::numeric_limits<T>::lowest());
     for_each_reduced(in, plan, [&](int64_t i, int64_t o) {
       if (is_min ? x[i] < acc[o] : x[i] > acc[o]) acc[o] = x[i];
     });
@@ -415,11 +417,16 @@ Status run_top_k(RefKernelContext& ctx) {
 
 void register_reduction_kernels(RefKernelTable& t) {
   const std::pair<const char*, ReduceOp> reduces[] = {
-      {"ReduceSum", ReduceOp::kSum},         {"ReduceMean", ReduceOp::kMean},
-      {"ReduceMax", ReduceOp::kMax},         {"ReduceMin", ReduceOp::kMin},
-      {"ReduceProd", ReduceOp::kProd},       {"ReduceL1", ReduceOp::kL1},
-      {"ReduceL2", ReduceOp::kL2},           {"ReduceLogSum", ReduceOp::kLogSum},
-      {"ReduceLogSumExp", ReduceOp::kLogSumExp}, {"ReduceSumSquare", ReduceOp::kSumSquare},
+      {"ReduceSum", ReduceOp::kSum},
+      {"ReduceMean", ReduceOp::kMean},
+      {"ReduceMax", ReduceOp::kMax},
+      {"ReduceMin", ReduceOp::kMin},
+      {"ReduceProd", ReduceOp::kProd},
+      {"ReduceL1", ReduceOp::kL1},
+      {"ReduceL2", ReduceOp::kL2},
+      {"ReduceLogSum", ReduceOp::kLogSum},
+      {"ReduceLogSumExp", ReduceOp::kLogSumExp},
+      {"ReduceSumSquare", ReduceOp::kSumSquare},
   };
   for (const auto& [name, op] : reduces) {
     const ReduceOp reduce_op = op;

@@ -20,8 +20,8 @@ void register_reduction_softmax_kernels(RefKernelTable& t);
 void register_reduction_linalg_kernels(RefKernelTable& t);
 
 template <typename T>
-inline constexpr bool kIsFloatElement = std::is_floating_point_v<T> ||
-                                        std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
+inline constexpr bool kIsFloatElement =
+    std::is_floating_point_v<T> || std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
 
 // NaN test that is false for integer types.
 template <typename V>

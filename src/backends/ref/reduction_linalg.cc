@@ -19,7 +19,9 @@ namespace {
 // dims covered by "..." -> kEllipsisBase + j, j counted over the widest ellipsis.
 constexpr int kEllipsisBase = 52;
 
-int label_id(char c) { return std::isupper(static_cast<unsigned char>(c)) ? c - 'A' : c - 'a' + 26; }
+int label_id(char c) {
+  return std::isupper(static_cast<unsigned char>(c)) ? c - 'A' : c - 'a' + 26;
+}
 
 // One term of the equation: letter ids in order, and where "..." sits (-1 if absent).
 struct EinsumTerm {
@@ -40,7 +42,8 @@ Result<EinsumTerm> parse_einsum_term(const std::string& text) {
     } else if (std::isalpha(static_cast<unsigned char>(c))) {
       term.letters.push_back(label_id(c));
     } else {
-      return invalid_argument(std::string("bad character '") + c + "' in einsum term '" + text + "'");
+      return invalid_argument(std::string("bad character '") + c + "' in einsum term '" + text +
+                              "'");
     }
   }
   return term;
@@ -172,8 +175,8 @@ Status run_einsum(RefKernelContext& ctx) {
     Result<EinsumTerm> out_term = parse_einsum_term(equation.substr(arrow + 2));
     if (!out_term.ok()) return out_term.status().with_context(ctx.node().describe());
     // An output without "..." sums the broadcast dims away.
-    out_labels = term_labels(*out_term, out_term->ellipsis_at >= 0 ? ellipsis_rank : 0,
-                             ellipsis_rank);
+    out_labels =
+        term_labels(*out_term, out_term->ellipsis_at >= 0 ? ellipsis_rank : 0, ellipsis_rank);
   } else {
     for (int j = 0; j < ellipsis_rank; ++j) out_labels.push_back(kEllipsisBase + j);
     for (int l = 0; l < kEllipsisBase; ++l) {

@@ -48,7 +48,8 @@ void softmax_rows(const RefKernelContext& ctx, SoftmaxKind kind, const T* x, con
       const double log_sum = std::log(sum);
       for (int64_t k = 0; k < s.length; ++k) {
         const double shifted = static_cast<double>(x[at(k)]) - shift;
-        const double v = kind == SoftmaxKind::kSoftmax ? std::exp(shifted) / sum : shifted - log_sum;
+        const double v =
+            kind == SoftmaxKind::kSoftmax ? std::exp(shifted) / sum : shifted - log_sum;
         y[at(k)] = element_from_double<T>(v);
       }
     }
@@ -151,7 +152,8 @@ Status nll_loss(RefKernelContext& ctx, const std::vector<double>& log_prob, cons
   } else {
     Tensor& out = ctx.output(0, DTypeOf<T>::value, {});
     // mean divides by the total weight of the counted elements (0/0 = NaN when all ignored).
-    out.data<T>()[0] = element_from_double<T>(reduction == "sum" ? loss_sum : loss_sum / weight_sum);
+    out.data<T>()[0] =
+        element_from_double<T>(reduction == "sum" ? loss_sum : loss_sum / weight_sum);
   }
   return Status();
 }
@@ -203,10 +205,12 @@ Status run_softmax_cross_entropy_loss(RefKernelContext& ctx) {
 }  // namespace
 
 void register_reduction_softmax_kernels(RefKernelTable& t) {
-  t.add("Softmax", [](RefKernelContext& ctx) { return run_softmax_like(ctx, SoftmaxKind::kSoftmax); });
+  t.add("Softmax",
+        [](RefKernelContext& ctx) { return run_softmax_like(ctx, SoftmaxKind::kSoftmax); });
   t.add("LogSoftmax",
         [](RefKernelContext& ctx) { return run_softmax_like(ctx, SoftmaxKind::kLogSoftmax); });
-  t.add("Hardmax", [](RefKernelContext& ctx) { return run_softmax_like(ctx, SoftmaxKind::kHardmax); });
+  t.add("Hardmax",
+        [](RefKernelContext& ctx) { return run_softmax_like(ctx, SoftmaxKind::kHardmax); });
   t.add("NegativeLogLikelihoodLoss", run_nll_loss);
   t.add("SoftmaxCrossEntropyLoss", run_softmax_cross_entropy_loss);
 }
