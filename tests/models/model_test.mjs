@@ -3,8 +3,10 @@
 // deterministic input and compares every output (see compare.mjs for the exact tolerance).
 //
 //   node tests/models/model_test.mjs --tessera BUILD/tessera --model models/M.onnx --shape 1x3x640x640
-//        [--seed 1] [--threads 1] [--work-dir DIR] [--rtol 1e-4] [--atol 1e-5]
+//        [--seed 1] [--input-kind text|noise] [--threads 1] [--work-dir DIR] [--rtol 1e-4] [--atol 1e-5]
 //
+// The input is deterministic (ort_run.mjs makeInput): by default a synthetic page of glyph-like
+// strokes normalized to [-1, 1], so that the OCR models' outputs span their full range.
 // The input name comes from `tessera info --json` (and must match ONNX Runtime's); --shape gives the
 // dims of the model's only input (use --input NAME=DIMS, repeatable, for several inputs).
 // Exit status: 0 all outputs match, 1 mismatch or error, 77 skipped (model or ONNX Runtime not
@@ -21,7 +23,7 @@ import { compareTensors, formatResult, DEFAULT_RTOL, DEFAULT_ATOL } from './comp
 const SKIP = 77;
 
 function parseArgs(argv) {
-  const o = { seed: 1, threads: 1, rtol: DEFAULT_RTOL, atol: DEFAULT_ATOL, inputs: [] };
+  const o = { seed: 1, inputKind: 'text', threads: 1, rtol: DEFAULT_RTOL, atol: DEFAULT_ATOL, inputs: [] };
   for (let i = 0; i < argv.length; ++i) {
     const a = argv[i];
     const v = () => {
@@ -35,6 +37,7 @@ function parseArgs(argv) {
       case '--input': o.inputs.push(v()); break;
       case '--seed': o.seed = Number(v()); break;
       case '--threads': o.threads = Number(v()); break;
+      case '--input-kind': o.inputKind = v(); break;
       case '--work-dir': o.workDir = v(); break;
       case '--rtol': o.rtol = Number(v()); break;
       case '--atol': o.atol = Number(v()); break;
@@ -103,7 +106,7 @@ async function main() {
     '--output-dir', tesseraDir];
   inputNames.forEach((name, index) => {
     if (!dimsByName[name]) throw new Error(`no shape given for input '${name}'`);
-    inputs[name] = makeInput(dimsByName[name], o.seed + index);
+    inputs[name] = makeInput(dimsByName[name], o.seed + index, o.inputKind);
     const file = path.join(inputDir, outputFileName(name));
     writeNpy(file, 'float32', inputs[name].dims, inputs[name].data);
     tesseraArgs.push('--input', `${name}=${file}`);
@@ -124,7 +127,7 @@ async function main() {
   const run = runTessera(o.tessera, tesseraArgs);
   const tesseraMs = performance.now() - t1;
 
-  console.log(`model ${o.model} (onnxruntime ${ort.ortVersion}, ${o.threads} thread(s), seed ${o.seed})`);
+  console.log(`model ${o.model} (onnxruntime ${ort.ortVersion}, ${o.threads} thread(s), ${o.inputKind} input, seed ${o.seed})`);
   for (const [n, t] of Object.entries(inputs)) console.log(`  input  ${n} float32 [${t.dims.join(', ')}]`);
   console.log(`  onnxruntime ${ortMs.toFixed(0)} ms (with session creation), tessera ${tesseraMs.toFixed(0)} ms ` +
     `(process; run ${run.latency_ms?.min?.toFixed(0)} ms)`);

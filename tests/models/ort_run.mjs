@@ -2,11 +2,13 @@
 // Runs an ONNX model with ONNX Runtime (CPU) on deterministic or given inputs.
 //
 //   node tests/models/ort_run.mjs --model M.onnx --input x=1x3x640x640 [--input y=FILE.npy]
-//        [--seed 0] [--threads 1] [--save-inputs DIR] [--output-dir DIR]
+//        [--seed 0] [--input-kind text|noise] [--threads 1] [--save-inputs DIR] [--output-dir DIR]
 //        [--warmup 1] [--repeat 1] [--json]
 //
-// --input NAME=DIMS makes a seeded pseudo-random float32 tensor (uniform in [-1, 1), the range of
-// an image normalized with mean 0.5 / std 0.5); NAME=FILE.npy reads one. --save-inputs writes the
+// --input NAME=DIMS makes a deterministic float32 tensor from a seeded PRNG, in [-1, 1] (an image
+// normalized with mean 0.5 / std 0.5): by default a synthetic page of glyph-like strokes for 4-D
+// NCHW inputs (--input-kind text), or uniform noise (--input-kind noise, and for other ranks);
+// the i-th generated input uses seed + i. NAME=FILE.npy reads one. --save-inputs writes the
 // generated inputs as DIR/NAME.npy (to feed the same tensors to tessera), --output-dir writes each
 // output as DIR/<output name>.npy ('/' replaced by '_', as `tessera run --output-dir` does).
 // With --repeat N the session runs `warmup` untimed times, then N timed times; --json prints
@@ -51,12 +53,63 @@ function mulberry32(seed) {
 }
 
 // Deterministic float32 tensor, uniform in [lo, hi).
-export function makeInput(dims, seed, lo = -1, hi = 1) {
+export function makeNoiseInput(dims, seed, lo = -1, hi = 1) {
   const n = dims.reduce((a, b) => a * b, 1);
   const data = new Float32Array(n);
   const next = mulberry32(seed);
   for (let i = 0; i < n; ++i) data[i] = lo + (hi - lo) * next();
   return { dtype: 'float32', dims, data };
+}
+
+// Deterministic synthetic "document" image, NCHW, normalized as (pixel - 0.5) / 0.5 to [-1, 1]:
+// a light, slightly noisy background with dark lines of glyph-like strokes, so that OCR models see
+// something text-like (their outputs then span their full range rather than sitting near 0).
+// Falls back to makeNoiseInput for tensors that are not 4-D images.
+export function makeTextImageInput(dims, seed) {
+  if (dims.length !== 4 || dims[2] < 8 || dims[3] < 8) return makeNoiseInput(dims, seed);
+  const [n, c, h, w] = dims;
+  const next = mulberry32(seed);
+  const data = new Float32Array(n * c * h * w);
+  const gray = new Float32Array(h * w);
+  for (let b = 0; b < n; ++b) {
+    for (let i = 0; i < h * w; ++i) gray[i] = 0.85 + 0.1 * next();
+    const lineHeight = Math.max(8, Math.min(32, Math.floor(h * 0.6)));
+    for (let top = Math.floor(h * 0.1); top + lineHeight <= h; top += Math.floor(lineHeight * (1.6 + next()))) {
+      const ink = 0.05 + 0.2 * next();
+      let x = Math.floor(w * 0.05 * next()) + 2;
+      const end = w - 2 - Math.floor(w * 0.3 * next());
+      while (x < end) {
+        const cw = Math.floor(lineHeight * (0.5 + 0.4 * next()));
+        const thick = Math.max(1, Math.round(lineHeight / 8));
+        const strokes = 2 + Math.floor(3 * next());
+        for (let s = 0; s < strokes; ++s) {
+          const horizontal = next() < 0.5;
+          const y0 = top + Math.floor(next() * (lineHeight - thick));
+          const x0 = x + Math.floor(next() * Math.max(1, cw - thick));
+          const y1 = horizontal ? y0 + thick : top + lineHeight;
+          const x1 = horizontal ? x + cw : x0 + thick;
+          for (let y = horizontal ? y0 : top; y < Math.min(y1, h); ++y) {
+            for (let xx = horizontal ? x : x0; xx < Math.min(x1, w); ++xx) gray[y * w + xx] = ink;
+          }
+        }
+        x += cw + Math.floor(lineHeight * (0.1 + 0.3 * next())) + (next() < 0.15 ? lineHeight : 0);
+      }
+    }
+    for (let ch = 0; ch < c; ++ch) {
+      const tint = 0.03 * (next() - 0.5);
+      const base = (b * c + ch) * h * w;
+      for (let i = 0; i < h * w; ++i) data[base + i] = (Math.min(1, Math.max(0, gray[i] + tint)) - 0.5) / 0.5;
+    }
+  }
+  return { dtype: 'float32', dims, data };
+}
+
+export const INPUT_KINDS = { text: makeTextImageInput, noise: makeNoiseInput };
+
+export function makeInput(dims, seed, kind = 'text') {
+  const make = INPUT_KINDS[kind];
+  if (!make) throw new Error(`unknown input kind '${kind}' (${Object.keys(INPUT_KINDS).join(', ')})`);
+  return make(dims, seed);
 }
 
 export function parseDims(s) {
@@ -105,7 +158,7 @@ export function summarizeTimes(timesMs) {
 }
 
 function parseArgs(argv) {
-  const o = { inputs: [], seed: 0, threads: 1, warmup: 0, repeat: 1, json: false };
+  const o = { inputs: [], seed: 0, inputKind: 'text', threads: 1, warmup: 0, repeat: 1, json: false };
   const need = (i) => {
     if (i + 1 >= argv.length) throw new Error(`${argv[i]} needs a value`);
     return argv[i + 1];
@@ -122,13 +175,15 @@ function parseArgs(argv) {
       case '--input': o.inputs.push(need(i)); ++i; break;
       case '--seed': o.seed = int(need(i), a, 0); ++i; break;
       case '--threads': o.threads = int(need(i), a, 1); ++i; break;
+      case '--input-kind': o.inputKind = need(i); ++i; break;
       case '--warmup': o.warmup = int(need(i), a, 0); ++i; break;
       case '--repeat': o.repeat = int(need(i), a, 1); ++i; break;
       case '--save-inputs': o.saveInputs = need(i); ++i; break;
       case '--output-dir': o.outputDir = need(i); ++i; break;
       case '--json': o.json = true; break;
       case '-h': case '--help':
-        console.log(fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(1, 16)
+        console.log(fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(1)
+          .filter((l, i, all) => all.slice(0, i + 1).every((x) => x.startsWith('//')))
           .map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
         process.exit(0);
         break;
@@ -146,7 +201,7 @@ async function main() {
     const eq = spec.indexOf('=');
     if (eq <= 0 || eq + 1 === spec.length) throw new Error(`--input expects NAME=DIMS or NAME=FILE.npy, got '${spec}'`);
     const name = spec.slice(0, eq), value = spec.slice(eq + 1);
-    inputs[name] = value.endsWith('.npy') ? readNpy(value) : makeInput(parseDims(value), o.seed + index);
+    inputs[name] = value.endsWith('.npy') ? readNpy(value) : makeInput(parseDims(value), o.seed + index, o.inputKind);
   });
   if (o.saveInputs) {
     fs.mkdirSync(o.saveInputs, { recursive: true });
