@@ -1,0 +1,7 @@
+#include "backends/ref/misc_kernels.h"
+
+namespace tessera {
+
+void register_misc_rnn_kernels(RefKernelTable& t) { (void)t; }
+
+}  // namespace tessera
