@@ -40,7 +40,10 @@ Status infer_resize(InferContext& ctx, bool is_upsample) {
   }
   if (sizes) {
     if (sizes->numel() != rank) return invalid_argument("sizes length does not match the input rank");
-    for (int d = 0; d < rank; ++d) dims[d] = Dim(sizes->as_int64(d));
+    for (int d = 0; d < rank; ++d) {
+      if (sizes->as_int64(d) < 0) return invalid_argument("sizes must be non-negative");
+      dims[d] = Dim(sizes->as_int64(d));
+    }
   } else if (!scales.empty()) {
     if (static_cast<int>(scales.size()) != rank) {
       return invalid_argument("scales length does not match the input rank");

@@ -67,6 +67,8 @@ AxisTaps axis_taps(const ResizeParams& p, int64_t x_out, double scale, int64_t i
                    int64_t out_size, double roi_start, double roi_end) {
   AxisTaps result;
   double x_ori = map_to_input(p, x_out, scale, in_size, out_size, roi_start, roi_end, &result.outside);
+  // A NaN roi (or another degenerate mapping) reads as outside: the extrapolation value.
+  if (!std::isfinite(x_ori) || std::abs(x_ori) > 1e15) result.outside = true;
   if (result.outside) return result;
   // base is the input position at or left of x_ori such that ratio is in (0, 1].
   double ceil_x = std::ceil(x_ori);
@@ -300,8 +302,13 @@ Status resize_kernel(RefKernelContext& ctx, bool is_upsample) {
       out_dims[d] = static_cast<int64_t>(o);
     }
   }
+  double total = 1;
   for (int d = 0; d < rank; ++d) {
     if (out_dims[d] > 0 && scales[d] == 0) return ctx.error("zero scale");
+    total *= static_cast<double>(out_dims[d]);
+  }
+  if (total > static_cast<double>(int64_t{1} << 34)) {
+    return ctx.error("output " + dims_to_string(out_dims) + " is too large");
   }
   Tensor& y = ctx.output(0, x->dtype(), out_dims);
   if (y.numel() == 0) return Status();

@@ -97,7 +97,7 @@ Status dft_kernel(RefKernelContext& ctx) {
   int64_t length = x->dim(axis);
   if (ctx.has_input(1)) {
     TESSERA_ASSIGN_OR_RETURN(length, scalar_int(ctx, 1, "dft_length"));
-    if (length <= 0) return ctx.error("dft_length must be positive");
+    if (length <= 0 || length > (1 << 24)) return ctx.error("dft_length must be in [1, 2^24]");
   }
   if (length <= 0) return ctx.error("the DFT axis is empty");
   const int64_t bins = onesided ? length / 2 + 1 : length;
@@ -153,6 +153,7 @@ Status stft_kernel(RefKernelContext& ctx) {
     frame_length = window->dim(0);
   }
   if (frame_length <= 0) return ctx.error("needs a window or a positive frame_length");
+  if (frame_length > (1 << 24)) return ctx.error("frame_length too large");
   const int64_t batch = signal->dim(0), len = signal->dim(1), comps = signal->dim(2);
   if (frame_length > len) return ctx.error("frame_length is longer than the signal");
   const bool onesided = ctx.node().attr_int("onesided", 1) != 0;
@@ -185,7 +186,7 @@ enum class Window { kHann, kHamming, kBlackman };
 
 Status window_kernel(RefKernelContext& ctx, Window kind) {
   TESSERA_ASSIGN_OR_RETURN(int64_t size, scalar_int(ctx, 0, "size"));
-  if (size < 0 || size > (int64_t{1} << 31)) return ctx.error("size out of range");
+  if (size < 0 || size > (int64_t{1} << 28)) return ctx.error("size out of range");
   DType dtype;
   if (!dtype_from_onnx_enum(ctx.node().attr_int("output_datatype", 1), &dtype)) {
     return ctx.error("unsupported output_datatype");
