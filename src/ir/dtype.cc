@@ -19,6 +19,8 @@ size_t dtype_size(DType t) {
     case DType::kUint64: return 8;
     case DType::kBool: return 1;
     case DType::kString: return sizeof(std::string);
+    case DType::kSequence: return 0;
+    case DType::kOptional: return 0;
   }
   return 0;
 }
@@ -40,8 +42,35 @@ const char* dtype_name(DType t) {
     case DType::kUint64: return "uint64";
     case DType::kBool: return "bool";
     case DType::kString: return "string";
+    case DType::kSequence: return "sequence";
+    case DType::kOptional: return "optional";
   }
   return "unknown";
+}
+
+namespace {
+struct OnnxCode {
+  int code;
+  DType dtype;
+};
+constexpr OnnxCode kOnnxCodes[] = {
+    {1, DType::kFloat32}, {2, DType::kUint8},    {3, DType::kInt8},     {4, DType::kUint16},
+    {5, DType::kInt16},   {6, DType::kInt32},    {7, DType::kInt64},    {8, DType::kString},
+    {9, DType::kBool},    {10, DType::kFloat16}, {11, DType::kFloat64}, {12, DType::kUint32},
+    {13, DType::kUint64}, {16, DType::kBFloat16},
+};
+}  // namespace
+
+DType dtype_from_onnx_code(int64_t code) {
+  for (const auto& e : kOnnxCodes)
+    if (e.code == code) return e.dtype;
+  return DType::kUndefined;
+}
+
+int dtype_to_onnx_code(DType t) {
+  for (const auto& e : kOnnxCodes)
+    if (e.dtype == t) return e.code;
+  return 0;
 }
 
 bool dtype_is_float(DType t) {

@@ -25,12 +25,18 @@ enum class DType : uint8_t {
   kUint64,
   kBool,
   kString,
+  kSequence,  // a sequence of tensors (ONNX sequence types); elements live in the storage
+  kOptional,  // an optional tensor or sequence: zero or one element
 };
 
-// Bytes per element; 0 for kUndefined. kString elements are std::string objects.
+// Bytes per element; 0 for kUndefined, kSequence and kOptional. kString elements are std::string objects.
 size_t dtype_size(DType t);
 // "float32", "int64", ...
 const char* dtype_name(DType t);
+// ONNX's TensorProto.DataType numbers (fixed by the ONNX spec; also used by attributes such as
+// Cast's `to`): kUndefined for numbers tessera has no type for.
+DType dtype_from_onnx_code(int64_t code);
+int dtype_to_onnx_code(DType t);  // 0 (UNDEFINED) for kSequence / kOptional / kUndefined
 bool dtype_is_float(DType t);    // float16/bfloat16/float32/float64
 bool dtype_is_integer(DType t);  // signed or unsigned integers (not bool)
 bool dtype_is_signed(DType t);

@@ -27,8 +27,33 @@ std::shared_ptr<Storage> Storage::allocate_strings(size_t count) {
   return s;
 }
 
+std::shared_ptr<Storage> Storage::allocate_elements(std::vector<Tensor> elements, DType element_dtype) {
+  auto s = std::shared_ptr<Storage>(new Storage());
+  s->elements_ = std::make_unique<std::vector<Tensor>>(std::move(elements));
+  s->element_dtype_ = element_dtype;
+  return s;
+}
+
 Storage::~Storage() {
-  if (!strings_) std::free(data_);
+  if (!strings_ && !elements_) std::free(data_);
+}
+
+Tensor Tensor::sequence(std::vector<Tensor> elements, DType element_dtype) {
+  Tensor t;
+  t.dtype_ = DType::kSequence;
+  t.dims_ = {static_cast<int64_t>(elements.size())};
+  t.storage_ = Storage::allocate_elements(std::move(elements), element_dtype);
+  return t;
+}
+
+Tensor Tensor::optional(std::optional<Tensor> element, DType element_dtype) {
+  Tensor t;
+  t.dtype_ = DType::kOptional;
+  std::vector<Tensor> elements;
+  if (element) elements.push_back(std::move(*element));
+  t.dims_ = {static_cast<int64_t>(elements.size())};
+  t.storage_ = Storage::allocate_elements(std::move(elements), element_dtype);
+  return t;
 }
 
 int64_t shape_numel(std::span<const int64_t> dims) {
@@ -49,7 +74,9 @@ std::string dims_to_string(std::span<const int64_t> dims) {
 
 Tensor::Tensor(DType dtype, std::vector<int64_t> dims) : dtype_(dtype), dims_(std::move(dims)) {
   for (int64_t d : dims_) TESSERA_CHECK(d >= 0, "negative tensor dim");
-  if (dtype_ == DType::kString) {
+  if (is_container()) {
+    storage_ = Storage::allocate_elements(std::vector<Tensor>(static_cast<size_t>(numel())), DType::kUndefined);
+  } else if (dtype_ == DType::kString) {
     storage_ = Storage::allocate_strings(static_cast<size_t>(numel()));
   } else {
     storage_ = Storage::allocate_bytes(nbytes());
@@ -113,6 +140,11 @@ Tensor Tensor::reshaped(std::vector<int64_t> dims) const {
 
 Tensor Tensor::clone() const {
   if (!defined()) return Tensor();
+  if (is_container()) {  // elements are immutable values: sharing them is a copy
+    Tensor t = *this;
+    t.storage_ = Storage::allocate_elements(elements(), element_dtype());
+    return t;
+  }
   Tensor t(dtype_, dims_);
   if (dtype_ == DType::kString) {
     t.strings() = strings();
@@ -146,7 +178,8 @@ To convert_element(From v) {
 
 Result<Tensor> Tensor::cast(DType to) const {
   if (to == dtype_) return clone();
-  if (to == DType::kString || dtype_ == DType::kString) {
+  if (to == DType::kString || dtype_ == DType::kString || is_container() || to == DType::kSequence ||
+      to == DType::kOptional) {
     return unimplemented(std::string("cast between ") + dtype_name(dtype_) + " and " + dtype_name(to));
   }
   Tensor out(to, dims_);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 namespace tessera {
 
 inline constexpr size_t kTensorAlignment = 64;
+class Tensor;
 
 // A raw buffer of bytes aligned to kTensorAlignment, or an array of strings.
 class Storage {
@@ -23,6 +25,8 @@ class Storage {
   // Zero-filled bytes.
   static std::shared_ptr<Storage> allocate_bytes(size_t nbytes);
   static std::shared_ptr<Storage> allocate_strings(size_t count);
+  // The elements of a sequence or optional value.
+  static std::shared_ptr<Storage> allocate_elements(std::vector<Tensor> elements, DType element_dtype);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -33,12 +37,17 @@ class Storage {
   bool holds_strings() const { return strings_ != nullptr; }
   std::vector<std::string>& strings() { return *strings_; }
   const std::vector<std::string>& strings() const { return *strings_; }
+  bool holds_elements() const { return elements_ != nullptr; }
+  const std::vector<Tensor>& elements() const { return *elements_; }
+  DType element_dtype() const { return element_dtype_; }
 
  private:
   Storage() = default;
   void* data_ = nullptr;
   size_t capacity_ = 0;
   std::unique_ptr<std::vector<std::string>> strings_;
+  std::unique_ptr<std::vector<Tensor>> elements_;
+  DType element_dtype_ = DType::kUndefined;
 };
 
 int64_t shape_numel(std::span<const int64_t> dims);
@@ -64,6 +73,15 @@ class Tensor {
   static Tensor scalar(T value) {
     return from_vector<T>({}, std::vector<T>{value});
   }
+
+  // A sequence value (dims {n}); element_dtype is the tensors' dtype, known even when empty.
+  static Tensor sequence(std::vector<Tensor> elements, DType element_dtype);
+  // An optional value holding `element` (a tensor or a sequence), or nothing.
+  static Tensor optional(std::optional<Tensor> element, DType element_dtype);
+  bool is_container() const { return dtype_ == DType::kSequence || dtype_ == DType::kOptional; }
+  // Elements of a sequence or optional.
+  const std::vector<Tensor>& elements() const { return storage_->elements(); }
+  DType element_dtype() const { return storage_->element_dtype(); }
 
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }

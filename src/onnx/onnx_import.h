@@ -31,6 +31,9 @@ Result<Graph> import_onnx_bytes(const std::string& bytes, const std::string& bas
 Result<Tensor> read_tensor_proto_file(const std::string& path);
 // Returns the `name` field of a serialized TensorProto file ("" if none).
 Result<std::string> read_tensor_proto_name(const std::string& path);
+// Reads a serialized TensorProto, or a SequenceProto / OptionalProto when `declared` is kSequence /
+// kOptional (the test data of sequence- and optional-typed values). Returns the proto's name too.
+Result<std::pair<std::string, Tensor>> read_value_proto_file(const std::string& path, DType declared);
 
 // Serializes the subgraph made of `nodes` (indices into g) as a standalone ONNX model: values
 // consumed but not produced inside become graph inputs (or initializers when constant); values

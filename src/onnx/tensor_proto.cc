@@ -44,7 +44,9 @@ int dtype_to_onnx(DType t) {
     case DType::kUint32: return onnx::TensorProto::UINT32;
     case DType::kUint64: return onnx::TensorProto::UINT64;
     case DType::kBFloat16: return onnx::TensorProto::BFLOAT16;
-    case DType::kUndefined: return onnx::TensorProto::UNDEFINED;
+    case DType::kUndefined:
+    case DType::kSequence:
+    case DType::kOptional: return onnx::TensorProto::UNDEFINED;
   }
   return onnx::TensorProto::UNDEFINED;
 }
@@ -175,8 +177,8 @@ void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto
 
 Result<TensorType> type_from_proto(const onnx::TypeProto& p) {
   if (!p.has_tensor_type()) {
-    if (p.has_sequence_type()) return unimplemented("sequence-typed values are not supported");
-    if (p.has_optional_type()) return unimplemented("optional-typed values are not supported");
+    if (p.has_sequence_type()) return TensorType{DType::kSequence, std::nullopt};
+    if (p.has_optional_type()) return TensorType{DType::kOptional, std::nullopt};
     if (p.has_map_type()) return unimplemented("map-typed values are not supported");
     if (p.has_sparse_tensor_type()) return unimplemented("sparse tensors are not supported");
     return TensorType{};

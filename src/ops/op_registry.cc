@@ -25,6 +25,7 @@ const OpRegistry& OpRegistry::global() {
     register_reduction_ops(*r);
     register_misc_ops(*r);
     register_control_flow_ops(*r);
+    register_sequence_ops(*r);
     return r;
   }();
   return *registry;

@@ -84,5 +84,6 @@ void register_nn_ops(OpRegistry& r);
 void register_reduction_ops(OpRegistry& r);
 void register_misc_ops(OpRegistry& r);
 void register_control_flow_ops(OpRegistry& r);
+void register_sequence_ops(OpRegistry& r);
 
 }  // namespace tessera

@@ -6,7 +6,9 @@
 namespace tessera {
 
 Tensor BufferPool::allocate(DType dtype, std::vector<int64_t> dims) {
-  if (dtype == DType::kString) return Tensor(dtype, std::move(dims));
+  if (dtype == DType::kString || dtype == DType::kSequence || dtype == DType::kOptional) {
+    return Tensor(dtype, std::move(dims));
+  }
   size_t need = static_cast<size_t>(shape_numel(dims)) * dtype_size(dtype);
   std::shared_ptr<Storage> storage;
   {
@@ -35,7 +37,7 @@ void BufferPool::release(Tensor& t) {
   std::shared_ptr<Storage> storage = t.storage();
   t = Tensor();
   // Only buffers this pool handed out and that nobody else shares come back.
-  if (!storage || storage->holds_strings() || storage.use_count() != 1) return;
+  if (!storage || storage->holds_strings() || storage->holds_elements() || storage.use_count() != 1) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (!owned_.count(storage.get())) return;
   live_bytes_ -= storage->capacity();

@@ -32,6 +32,17 @@ constexpr Tolerance kLooser[] = {
 };
 
 Status compare(const Tensor& got, const Tensor& want, double rtol, double atol) {
+  if (got.is_container() && want.is_container() && got.dtype() == want.dtype()) {
+    if (got.elements().size() != want.elements().size()) {
+      return invalid_argument(std::string(dtype_name(got.dtype())) + " of " + std::to_string(got.elements().size()) +
+                              " elements, expected " + std::to_string(want.elements().size()));
+    }
+    for (size_t k = 0; k < got.elements().size(); ++k) {
+      Status st = compare(got.elements()[k], want.elements()[k], rtol, atol);
+      if (!st.ok()) return st.with_context("element " + std::to_string(k));
+    }
+    return Status();
+  }
   if (got.dtype() != want.dtype()) {
     return invalid_argument(std::string("dtype ") + dtype_name(got.dtype()) + ", expected " + dtype_name(want.dtype()));
   }
@@ -115,17 +126,17 @@ ConformanceCase run_conformance_case(const std::string& dir, const ConformanceOp
   for (const auto& set : sets) {
     std::map<std::string, Tensor> inputs;
     auto in_files = sorted_files(set, "input_");
-    // Inputs bind by the TensorProto's name when it has one, else by position.
+    // Input files come in graph-input order (which tells a sequence or optional file apart);
+    // they bind by the proto's name when it has one, else by position.
     for (size_t i = 0; i < in_files.size(); ++i) {
-      auto t = read_tensor_proto_file(in_files[i]);
-      if (!t.ok()) return classify(c, t.status(), "input");
-      auto name = read_tensor_proto_name(in_files[i]);
-      std::string key = name.ok() && !name->empty() ? *name : (i < inputs_decl.size() ? inputs_decl[i].first : "");
-      if (key.empty()) return classify(c, invalid_argument("more input files than graph inputs"), "input");
+      if (i >= inputs_decl.size()) return classify(c, invalid_argument("more input files than graph inputs"), "input");
+      auto named = read_value_proto_file(in_files[i], inputs_decl[i].second.dtype);
+      if (!named.ok()) return classify(c, named.status(), "input");
+      std::string key = named->first.empty() ? inputs_decl[i].first : named->first;
       DType declared = DType::kUndefined;
       for (const auto& [n, type] : inputs_decl)
         if (n == key) declared = type.dtype;
-      inputs[key] = as_declared(std::move(t).value(), declared);
+      inputs[key] = as_declared(std::move(named->second), declared);
     }
     auto out = s.run(inputs);
     if (!out.ok()) return classify(c, out.status(), "run");
@@ -135,10 +146,10 @@ ConformanceCase run_conformance_case(const std::string& dir, const ConformanceOp
                                           std::to_string(outputs_decl.size())), "compare");
     }
     for (size_t i = 0; i < out_files.size(); ++i) {
-      auto want = read_tensor_proto_file(out_files[i]);
+      auto want = read_value_proto_file(out_files[i], outputs_decl[i].second.dtype);
       if (!want.ok()) return classify(c, want.status(), "expected output");
       const std::string& name = outputs_decl[i].first;
-      Status st = compare(out->at(name), as_declared(*want, outputs_decl[i].second.dtype), rtol, atol);
+      Status st = compare(out->at(name), as_declared(want->second, outputs_decl[i].second.dtype), rtol, atol);
       if (!st.ok()) {
         c.result = "fail";
         c.detail = "output '" + name + "' (" + fs::path(set).filename().string() + "): " + st.message();

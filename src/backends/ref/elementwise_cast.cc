@@ -11,27 +11,6 @@
 namespace tessera::ref {
 namespace {
 
-// ONNX TensorProto.DataType -> DType (kUndefined for types tessera does not have).
-DType dtype_from_onnx(int64_t code) {
-  switch (code) {
-    case 1: return DType::kFloat32;
-    case 2: return DType::kUint8;
-    case 3: return DType::kInt8;
-    case 4: return DType::kUint16;
-    case 5: return DType::kInt16;
-    case 6: return DType::kInt32;
-    case 7: return DType::kInt64;
-    case 8: return DType::kString;
-    case 9: return DType::kBool;
-    case 10: return DType::kFloat16;
-    case 11: return DType::kFloat64;
-    case 12: return DType::kUint32;
-    case 13: return DType::kUint64;
-    case 16: return DType::kBFloat16;
-    default: return DType::kUndefined;
-  }
-}
-
 // Cast-1..5 name the target type with a string ("FLOAT", "INT64", ...).
 DType dtype_from_onnx_name(const std::string& name) {
   static const std::pair<const char*, int> kNames[] = {
@@ -39,7 +18,7 @@ DType dtype_from_onnx_name(const std::string& name) {
       {"INT32", 6},   {"INT64", 7},   {"STRING", 8},  {"BOOL", 9},     {"FLOAT16", 10},
       {"DOUBLE", 11}, {"UINT32", 12}, {"UINT64", 13}, {"BFLOAT16", 16}};
   for (const auto& [n, code] : kNames) {
-    if (name == n) return dtype_from_onnx(code);
+    if (name == n) return dtype_from_onnx_code(code);
   }
   return DType::kUndefined;
 }
@@ -135,7 +114,7 @@ Status cast_kernel(RefKernelContext& ctx) {
   const Attribute* to = node.attr("to");
   if (!to) return ctx.error("missing attribute 'to'");
   DType target =
-      to->type == Attribute::Type::kString ? dtype_from_onnx_name(to->s) : dtype_from_onnx(to->i);
+      to->type == Attribute::Type::kString ? dtype_from_onnx_name(to->s) : dtype_from_onnx_code(to->i);
   return cast_to(ctx, *x, target);
 }
 

@@ -14,23 +14,12 @@ namespace {
 
 constexpr double kPi = std::numbers::pi;
 
-// ONNX TensorProto element types that the output_datatype attributes may name.
+// The numeric ONNX element types that the output_datatype attributes may name.
 bool dtype_from_onnx_enum(int64_t e, DType* out) {
-  switch (e) {
-    case 1: *out = DType::kFloat32; return true;
-    case 2: *out = DType::kUint8; return true;
-    case 3: *out = DType::kInt8; return true;
-    case 4: *out = DType::kUint16; return true;
-    case 5: *out = DType::kInt16; return true;
-    case 6: *out = DType::kInt32; return true;
-    case 7: *out = DType::kInt64; return true;
-    case 10: *out = DType::kFloat16; return true;
-    case 11: *out = DType::kFloat64; return true;
-    case 12: *out = DType::kUint32; return true;
-    case 13: *out = DType::kUint64; return true;
-    case 16: *out = DType::kBFloat16; return true;
-    default: return false;
-  }
+  DType dt = dtype_from_onnx_code(e);
+  if (dt == DType::kUndefined || dt == DType::kString || dt == DType::kBool) return false;
+  *out = dt;
+  return true;
 }
 
 // Writes `values` (row-major, numel values) into a new output of `dtype`.

@@ -11,6 +11,7 @@ const RefKernelTable& RefKernelTable::global() {
     register_reduction_kernels(*t);
     register_misc_kernels(*t);
     register_control_flow_kernels(*t);
+    register_sequence_kernels(*t);
     return t;
   }();
   return *table;

@@ -106,5 +106,6 @@ void register_nn_kernels(RefKernelTable& t);
 void register_reduction_kernels(RefKernelTable& t);
 void register_misc_kernels(RefKernelTable& t);
 void register_control_flow_kernels(RefKernelTable& t);
+void register_sequence_kernels(RefKernelTable& t);
 
 }  // namespace tessera

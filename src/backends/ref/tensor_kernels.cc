@@ -272,25 +272,10 @@ Status range_kernel(RefKernelContext& ctx) {
   return status;
 }
 
-// ONNX TensorProto.DataType numbers to DType (the values are fixed by the ONNX spec).
 Result<DType> dtype_from_onnx_number(const RefKernelContext& ctx, int64_t number) {
-  switch (number) {
-    case 1: return DType::kFloat32;
-    case 2: return DType::kUint8;
-    case 3: return DType::kInt8;
-    case 4: return DType::kUint16;
-    case 5: return DType::kInt16;
-    case 6: return DType::kInt32;
-    case 7: return DType::kInt64;
-    case 8: return DType::kString;
-    case 9: return DType::kBool;
-    case 10: return DType::kFloat16;
-    case 11: return DType::kFloat64;
-    case 12: return DType::kUint32;
-    case 13: return DType::kUint64;
-    case 16: return DType::kBFloat16;
-    default: return ctx.unsupported("dtype " + std::to_string(number));
-  }
+  DType dt = dtype_from_onnx_code(number);
+  if (dt == DType::kUndefined) return ctx.unsupported("dtype " + std::to_string(number));
+  return dt;
 }
 
 Status eye_like_kernel(RefKernelContext& ctx) {
