@@ -489,14 +489,18 @@ Tensor random_floats(std::vector<int64_t> dims, std::mt19937& rng) {
   return t;
 }
 
-// Runs the model, its re-imported full export and an exported 2-node subgraph through Session on
-// seeded random inputs: the outputs must agree exactly (same kernels, same data).
-TEST(OnnxExport, SubgraphRunsLikeTheOriginal) {
-  if (!have_kernels({"Mul", "Add", "Relu", "Neg"})) GTEST_SKIP() << "needs Mul/Add/Relu/Neg kernels";
-  auto g = import_onnx_bytes(serialize(chain_model()), "");
+// Runs `model`, its re-imported full export and the exported subgraph of nodes `sub_nodes`
+// through Session on seeded random float inputs `x`: every output must agree exactly (same kernels,
+// same data). The subgraph reads `sub_input` and writes `sub_output` (and maybe more), all of them
+// outputs of `model`.
+void check_export_round_trip(const onnx::ModelProto& model, const std::vector<int64_t>& x_dims,
+                             const std::vector<std::string>& sub_nodes, const std::string& sub_input,
+                             const std::string& sub_output) {
+  auto g = import_onnx_bytes(serialize(model), "");
   ASSERT_TRUE(g.ok()) << g.status().to_string();
-  const int add = node_index(*g, "add"), relu = node_index(*g, "relu");
-  auto sub_bytes = export_onnx_subgraph(*g, {add, relu});
+  std::vector<int> nodes;
+  for (const auto& name : sub_nodes) nodes.push_back(node_index(*g, name));
+  auto sub_bytes = export_onnx_subgraph(*g, nodes);
   ASSERT_TRUE(sub_bytes.ok()) << sub_bytes.status().to_string();
   auto all_bytes = export_onnx(*g);
   ASSERT_TRUE(all_bytes.ok()) << all_bytes.status().to_string();
@@ -505,6 +509,7 @@ TEST(OnnxExport, SubgraphRunsLikeTheOriginal) {
   ASSERT_TRUE(full.ok()) << full.status().to_string();
   auto sub_graph = import_onnx_bytes(*sub_bytes, "");
   ASSERT_TRUE(sub_graph.ok()) << sub_graph.status().to_string();
+  ASSERT_EQ(sub_graph->num_nodes(), static_cast<int>(sub_nodes.size()));
   auto sub = Session::from_graph(std::move(sub_graph).value());
   ASSERT_TRUE(sub.ok()) << sub.status().to_string();
   auto all_graph = import_onnx_bytes(*all_bytes, "");
@@ -514,22 +519,86 @@ TEST(OnnxExport, SubgraphRunsLikeTheOriginal) {
 
   std::mt19937 rng(20240607);
   for (int trial = 0; trial < 3; ++trial) {
-    Tensor x = random_floats({2, 3}, rng);
+    Tensor x = random_floats(x_dims, rng);
     auto ref = (*full)->run({{"x", x}});
     ASSERT_TRUE(ref.ok()) << ref.status().to_string();
     auto round = (*all)->run({{"x", x}});
     ASSERT_TRUE(round.ok()) << round.status().to_string();
-    for (const char* name : {"a", "r", "y"}) EXPECT_EQ(floats_of(round->at(name)), floats_of(ref->at(name))) << name;
-
-    auto part = (*sub)->run({{"a", ref->at("a")}});
+    ASSERT_EQ(round->size(), ref->size());
+    for (const auto& [name, t] : *ref) {
+      EXPECT_EQ(round->at(name).dims(), t.dims()) << name;
+      EXPECT_EQ(floats_of(round->at(name)), floats_of(t)) << name;
+    }
+    auto part = (*sub)->run({{sub_input, ref->at(sub_input)}});
     ASSERT_TRUE(part.ok()) << part.status().to_string();
-    ASSERT_EQ(part->size(), 1u);
-    EXPECT_EQ(floats_of(part->at("r")), floats_of(ref->at("r")));
-    // And by hand: r = relu(x * c1 + c2).
-    const float c1[] = {2.0f, -1.0f, 0.5f}, c2[] = {0.25f, 0.0f, -0.5f};
-    std::vector<float> xs = floats_of(x), rs = floats_of(ref->at("r"));
-    for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(rs[i], std::max(0.0f, xs[i] * c1[i % 3] + c2[i % 3])) << i;
+    ASSERT_TRUE(part->count(sub_output));
+    for (const auto& [name, t] : *part) {  // sub_output, and any other model output inside
+      ASSERT_TRUE(ref->count(name)) << name;
+      EXPECT_EQ(t.dims(), ref->at(name).dims()) << name;
+      EXPECT_EQ(floats_of(t), floats_of(ref->at(name))) << name;
+    }
   }
+}
+
+TEST(OnnxExport, ElementwiseSubgraphRunsLikeTheOriginal) {
+  if (!have_kernels({"Mul", "Add", "Relu", "Neg"})) GTEST_SKIP() << "needs Mul/Add/Relu/Neg kernels";
+  check_export_round_trip(chain_model(), {2, 3}, {"add", "relu"}, "a", "r");
+  // And by hand: r = relu(x * c1 + c2).
+  auto session = Session::from_graph(*import_onnx_bytes(serialize(chain_model()), ""));
+  ASSERT_TRUE(session.ok()) << session.status().to_string();
+  std::mt19937 rng(7);
+  Tensor x = random_floats({2, 3}, rng);
+  auto out = (*session)->run({{"x", x}});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  const float c1[] = {2.0f, -1.0f, 0.5f}, c2[] = {0.25f, 0.0f, -0.5f};
+  std::vector<float> xs = floats_of(x), rs = floats_of(out->at("r")), ys = floats_of(out->at("y"));
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_FLOAT_EQ(rs[i], std::max(0.0f, xs[i] * c1[i % 3] + c2[i % 3])) << i;
+    EXPECT_EQ(ys[i], -rs[i]) << i;
+  }
+}
+
+// x[2x3] -> MatMul(x, w[3x4]) -> m -> Transpose -> t -> Softmax(axis 1) -> s -> Reshape([8]) -> y;
+// m, t, s and y are graph outputs. Exercises int/ints attributes and an int64 initializer.
+onnx::ModelProto matmul_chain_model() {
+  onnx::ModelProto m = new_model();
+  auto* g = m.mutable_graph();
+  set_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {2, 3});
+  auto* w = g->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(3);
+  w->add_dims(4);
+  for (int i = 0; i < 12; ++i) w->add_float_data(0.25f * static_cast<float>(i) - 1.0f);
+  auto* shape = g->add_initializer();
+  shape->set_name("shape");
+  shape->set_data_type(onnx::TensorProto::INT64);
+  shape->add_dims(1);
+  shape->add_int64_data(8);
+  add_node(g, "MatMul", {"x", "w"}, {"m"}, "matmul");
+  auto* perm = add_node(g, "Transpose", {"m"}, {"t"}, "transpose")->add_attribute();
+  perm->set_name("perm");
+  perm->set_type(onnx::AttributeProto::INTS);
+  perm->add_ints(1);
+  perm->add_ints(0);
+  auto* axis = add_node(g, "Softmax", {"t"}, {"s"}, "softmax")->add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(1);
+  add_node(g, "Reshape", {"s", "shape"}, {"y"}, "reshape");
+  set_type(g->add_output(), "m", onnx::TensorProto::FLOAT, {2, 4});
+  set_type(g->add_output(), "t", onnx::TensorProto::FLOAT, {4, 2});
+  set_type(g->add_output(), "s", onnx::TensorProto::FLOAT, {4, 2});
+  set_type(g->add_output(), "y", onnx::TensorProto::FLOAT, {8});
+  return m;
+}
+
+TEST(OnnxExport, MatMulSubgraphRunsLikeTheOriginal) {
+  if (!have_kernels({"MatMul", "Transpose", "Softmax", "Reshape"})) {
+    GTEST_SKIP() << "needs MatMul/Transpose/Softmax/Reshape kernels";
+  }
+  check_export_round_trip(matmul_chain_model(), {2, 3}, {"transpose", "softmax"}, "m", "s");
+  check_export_round_trip(matmul_chain_model(), {2, 3}, {"softmax", "reshape"}, "t", "y");
 }
 
 TEST(TensorProtoFile, ReadsWhatWasWritten) {
