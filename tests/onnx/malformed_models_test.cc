@@ -128,23 +128,28 @@ TEST_P(MalformedModel, CliFailsCleanly) {
     ASSERT_TRUE(r.exited) << "killed by signal " << r.signal << "\n" << r.stderr_text;
     EXPECT_EQ(r.exit_code, 1) << r.stderr_text;
     EXPECT_EQ(r.stderr_text.rfind("error: ", 0), 0u) << r.stderr_text;
-    for (const char* crash_sign : {"Sanitizer", "runtime error:", "check failed", "terminate called"}) {
+    for (const char* crash_sign :
+         {"Sanitizer", "runtime error:", "check failed", "terminate called"}) {
       EXPECT_EQ(r.stderr_text.find(crash_sign), std::string::npos) << r.stderr_text;
     }
     for (const auto& fragment : fragments) {
       EXPECT_NE(r.stderr_text.find(fragment), std::string::npos)
-          << "expected '" << fragment << "' in:\n" << r.stderr_text;
+          << "expected '" << fragment << "' in:\n"
+          << r.stderr_text;
     }
   }
 }
 
 std::string row_name(const ::testing::TestParamInfo<Expectation>& info) {
   std::string name = info.param.file.substr(0, info.param.file.rfind('.'));
-  std::replace_if(name.begin(), name.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '_');
+  std::replace_if(
+      name.begin(), name.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); },
+      '_');
   return name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, MalformedModel, ::testing::ValuesIn(load_expectations()), row_name);
+INSTANTIATE_TEST_SUITE_P(Corpus, MalformedModel, ::testing::ValuesIn(load_expectations()),
+                         row_name);
 
 // Every corpus file has a row and every row names a corpus file.
 TEST(MalformedCorpus, TableCoversCorpus) {

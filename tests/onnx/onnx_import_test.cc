@@ -3,6 +3,8 @@
 // Importer-only tests use require_known_ops=false so they hold whatever the op registry holds.
 // The Session round-trip tests need reference kernels for their ops and skip while those are
 // missing.
+#include "onnx/onnx_import.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -15,7 +17,6 @@
 #include <random>
 
 #include "backends/ref/ref_kernel.h"
-#include "onnx/onnx_import.h"
 #include "onnx/onnx_pb.h"
 #include "ops/op_registry.h"
 #include "runtime/session.h"
@@ -62,7 +63,8 @@ OnnxImportOptions unchecked() {
   return o;
 }
 
-void set_type(onnx::ValueInfoProto* vi, const std::string& name, int elem_type, std::vector<int64_t> dims) {
+void set_type(onnx::ValueInfoProto* vi, const std::string& name, int elem_type,
+              std::vector<int64_t> dims) {
   vi->set_name(name);
   auto* tt = vi->mutable_type()->mutable_tensor_type();
   tt->set_elem_type(elem_type);
@@ -70,8 +72,9 @@ void set_type(onnx::ValueInfoProto* vi, const std::string& name, int elem_type, 
   for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
 }
 
-onnx::NodeProto* add_node(onnx::GraphProto* g, const std::string& op, std::vector<std::string> inputs,
-                          std::vector<std::string> outputs, const std::string& name) {
+onnx::NodeProto* add_node(onnx::GraphProto* g, const std::string& op,
+                          std::vector<std::string> inputs, std::vector<std::string> outputs,
+                          const std::string& name) {
   auto* n = g->add_node();
   n->set_op_type(op);
   n->set_name(name);
@@ -130,7 +133,8 @@ const std::vector<float> kExternalValues = {1.5f, -2.0f, 3.25f, 0.0f, 1e-3f, -7.
 
 std::string external_weights_file() {
   std::string bytes(16, '\x7f');  // data of some other tensor
-  bytes.append(reinterpret_cast<const char*>(kExternalValues.data()), kExternalValues.size() * sizeof(float));
+  bytes.append(reinterpret_cast<const char*>(kExternalValues.data()),
+               kExternalValues.size() * sizeof(float));
   bytes.append(8, '\x01');  // and more after
   return bytes;
 }
@@ -172,7 +176,8 @@ TEST(OnnxImport, ExternalDataWithoutLengthReadsToTheEnd) {
   std::string bytes(8, '\0');
   bytes.append(reinterpret_cast<const char*>(kExternalValues.data()), 24);
   write_file(dir.path() + "/w.bin", bytes);
-  auto g = import_onnx_bytes(serialize(external_data_model("w.bin", 8, -1)), dir.path(), importer_only());
+  auto g = import_onnx_bytes(serialize(external_data_model("w.bin", 8, -1)), dir.path(),
+                             importer_only());
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   EXPECT_EQ(floats_of(*g->value(*g->find_value("w")).constant), kExternalValues);
 }
@@ -186,20 +191,22 @@ TEST(OnnxImport, BadExternalDataIsAnError) {
     std::string expected;
   };
   const Case cases[] = {
-      {"weights.bin", 16, 20, "raw data has 20 bytes"},           // length disagrees with dims
-      {"weights.bin", 32, 24, "truncated"},                        // runs past the end
-      {"weights.bin", 1000, -1, "offset beyond the end"},          //
-      {"missing.bin", 0, 24, "cannot be opened"},                  //
-      {"../weights.bin", 0, 24, "leaves the model folder"},        //
-      {"/etc/passwd", 0, 24, "leaves the model folder"},           //
-      {"weights.bin", 16, INT64_MAX, "truncated"},                 // offset + length overflows
+      {"weights.bin", 16, 20, "raw data has 20 bytes"},      // length disagrees with dims
+      {"weights.bin", 32, 24, "truncated"},                  // runs past the end
+      {"weights.bin", 1000, -1, "offset beyond the end"},    //
+      {"missing.bin", 0, 24, "cannot be opened"},            //
+      {"../weights.bin", 0, 24, "leaves the model folder"},  //
+      {"/etc/passwd", 0, 24, "leaves the model folder"},     //
+      {"weights.bin", 16, INT64_MAX, "truncated"},           // offset + length overflows
   };
   for (const Case& c : cases) {
-    SCOPED_TRACE(c.location + " offset " + std::to_string(c.offset) + " length " + std::to_string(c.length));
-    auto g = import_onnx_bytes(serialize(external_data_model(c.location, c.offset, c.length)), dir.path(),
-                               unchecked());
+    SCOPED_TRACE(c.location + " offset " + std::to_string(c.offset) + " length " +
+                 std::to_string(c.length));
+    auto g = import_onnx_bytes(serialize(external_data_model(c.location, c.offset, c.length)),
+                               dir.path(), unchecked());
     ASSERT_FALSE(g.ok());
-    EXPECT_NE(g.status().message().find("initializer 'w'"), std::string::npos) << g.status().to_string();
+    EXPECT_NE(g.status().message().find("initializer 'w'"), std::string::npos)
+        << g.status().to_string();
     EXPECT_NE(g.status().message().find(c.expected), std::string::npos) << g.status().to_string();
   }
   // Offsets and lengths that are not decimal sizes.
@@ -210,7 +217,8 @@ TEST(OnnxImport, BadExternalDataIsAnError) {
     kv->set_value(bad);
     auto g = import_onnx_bytes(serialize(m), dir.path(), unchecked());
     ASSERT_FALSE(g.ok()) << bad;
-    EXPECT_NE(g.status().message().find("is not a valid size"), std::string::npos) << g.status().to_string();
+    EXPECT_NE(g.status().message().find("is not a valid size"), std::string::npos)
+        << g.status().to_string();
   }
 }
 
@@ -255,8 +263,10 @@ TEST(OnnxImport, TensorFieldsConstantsAndAttributes) {
   auto imported = import_onnx_bytes(serialize(m), "", unchecked());
   ASSERT_TRUE(imported.ok()) << imported.status().to_string();
   const Graph& gr = *imported;
-  EXPECT_EQ(gr.value(*gr.find_value("i8")).constant->to_int64_vector(), (std::vector<int64_t>{-128, 5, 127}));
-  EXPECT_EQ(gr.value(*gr.find_value("i64")).constant->to_int64_vector(), (std::vector<int64_t>{INT64_MIN, 42}));
+  EXPECT_EQ(gr.value(*gr.find_value("i8")).constant->to_int64_vector(),
+            (std::vector<int64_t>{-128, 5, 127}));
+  EXPECT_EQ(gr.value(*gr.find_value("i64")).constant->to_int64_vector(),
+            (std::vector<int64_t>{INT64_MIN, 42}));
   const Tensor& bt = *gr.value(*gr.find_value("b")).constant;
   EXPECT_EQ(bt.dtype(), DType::kBool);
   EXPECT_EQ(bt.to_int64_vector(), (std::vector<int64_t>{0, 1, 1}));
@@ -424,7 +434,8 @@ onnx::ModelProto chain_model() {
   add_node(g, "Add", {"a", "c2"}, {"b"}, "add");
   add_node(g, "Relu", {"b"}, {"r"}, "relu");
   add_node(g, "Neg", {"r"}, {"y"}, "neg");
-  for (const char* out : {"a", "r", "y"}) set_type(g->add_output(), out, onnx::TensorProto::FLOAT, {2, 3});
+  for (const char* out : {"a", "r", "y"})
+    set_type(g->add_output(), out, onnx::TensorProto::FLOAT, {2, 3});
   return m;
 }
 
@@ -494,8 +505,8 @@ Tensor random_floats(std::vector<int64_t> dims, std::mt19937& rng) {
 // same data). The subgraph reads `sub_input` and writes `sub_output` (and maybe more), all of them
 // outputs of `model`.
 void check_export_round_trip(const onnx::ModelProto& model, const std::vector<int64_t>& x_dims,
-                             const std::vector<std::string>& sub_nodes, const std::string& sub_input,
-                             const std::string& sub_output) {
+                             const std::vector<std::string>& sub_nodes,
+                             const std::string& sub_input, const std::string& sub_output) {
   auto g = import_onnx_bytes(serialize(model), "");
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   std::vector<int> nodes;
@@ -541,7 +552,8 @@ void check_export_round_trip(const onnx::ModelProto& model, const std::vector<in
 }
 
 TEST(OnnxExport, ElementwiseSubgraphRunsLikeTheOriginal) {
-  if (!have_kernels({"Mul", "Add", "Relu", "Neg"})) GTEST_SKIP() << "needs Mul/Add/Relu/Neg kernels";
+  if (!have_kernels({"Mul", "Add", "Relu", "Neg"}))
+    GTEST_SKIP() << "needs Mul/Add/Relu/Neg kernels";
   check_export_round_trip(chain_model(), {2, 3}, {"add", "relu"}, "a", "r");
   // And by hand: r = relu(x * c1 + c2).
   auto session = Session::from_graph(*import_onnx_bytes(serialize(chain_model()), ""));
