@@ -113,6 +113,13 @@ int Graph::add_constant(std::string value_name, Tensor data) {
   return id;
 }
 
+int Graph::add_outer_value(std::string value_name, TensorType type) {
+  int id = add_value(std::move(value_name), std::move(type));
+  values_[id].is_outer_scope = true;
+  outer_values_.push_back(id);
+  return id;
+}
+
 int Graph::add_node(std::string op_type, std::vector<int> node_inputs, std::vector<int> node_outputs,
                     std::map<std::string, Attribute> attrs, std::string node_name,
                     std::string domain) {
@@ -156,7 +163,7 @@ Status Graph::finalize() {
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       int v = node.outputs[o];
       if (v == kNoValue) continue;
-      if (producer[v] != -1 || values_[v].is_graph_input || values_[v].constant) {
+      if (producer[v] != -1 || values_[v].is_graph_input || values_[v].is_outer_scope || values_[v].constant) {
         return invalid_argument("value '" + values_[v].name + "' is produced twice (again by " +
                                 node.describe() + ")");
       }
@@ -164,17 +171,22 @@ Status Graph::finalize() {
       producer_output[v] = static_cast<int>(o);
     }
   }
+  auto all_inputs = [](const Node& node) {
+    std::vector<int> in = node.inputs;
+    in.insert(in.end(), node.implicit_inputs.begin(), node.implicit_inputs.end());
+    return in;
+  };
   for (const Node& node : nodes_) {
-    for (int v : node.inputs) {
+    for (int v : all_inputs(node)) {
       if (v == kNoValue) continue;
-      if (producer[v] == -1 && !values_[v].is_graph_input && !values_[v].constant) {
+      if (producer[v] == -1 && !values_[v].is_graph_input && !values_[v].is_outer_scope && !values_[v].constant) {
         return invalid_argument(node.describe() + ": input '" + values_[v].name +
                                 "' is not produced by any node, nor a graph input or initializer");
       }
     }
   }
   for (int v : outputs_) {
-    if (producer[v] == -1 && !values_[v].is_graph_input && !values_[v].constant) {
+    if (producer[v] == -1 && !values_[v].is_graph_input && !values_[v].is_outer_scope && !values_[v].constant) {
       return invalid_argument("graph output '" + values_[v].name + "' is never produced");
     }
   }
@@ -189,8 +201,10 @@ Status Graph::finalize() {
     state[root] = 1;
     while (!stack.empty()) {
       auto& [n, next] = stack.back();
-      if (next < nodes_[n].inputs.size()) {
-        int v = nodes_[n].inputs[next++];
+      const Node& node = nodes_[n];
+      if (next < node.inputs.size() + node.implicit_inputs.size()) {
+        size_t k = next++;
+        int v = k < node.inputs.size() ? node.inputs[k] : node.implicit_inputs[k - node.inputs.size()];
         if (v == kNoValue) continue;
         int p = producer[v];
         if (p < 0) continue;
@@ -227,7 +241,7 @@ Status Graph::finalize() {
       values_[v].producer = n;
       values_[v].producer_output = static_cast<int>(o);
     }
-    for (int v : nodes_[n].inputs)
+    for (int v : all_inputs(nodes_[n]))
       if (v != kNoValue) values_[v].consumers.push_back(n);
   }
   return Status();

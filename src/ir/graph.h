@@ -29,6 +29,7 @@ struct Value {
   std::optional<Tensor> constant;  // initializer data
   bool is_graph_input = false;
   bool is_graph_output = false;
+  bool is_outer_scope = false;  // in a subgraph: a value of an enclosing graph, bound by name
 };
 
 struct Node {
@@ -38,6 +39,8 @@ struct Node {
   int opset = 0;       // the model's opset version for this node's domain
   std::vector<int> inputs;   // value ids, kNoValue for omitted optional inputs
   std::vector<int> outputs;  // value ids, kNoValue for omitted optional outputs
+  // Values of this graph that the node's subgraph attributes (If/Loop/Scan bodies) read by name.
+  std::vector<int> implicit_inputs;
   std::map<std::string, Attribute> attrs;
 
   bool has_attr(const std::string& key) const { return attrs.count(key) != 0; }
@@ -60,6 +63,8 @@ class Graph {
   int add_value(std::string name, TensorType type = {});
   int add_input(std::string name, TensorType type);
   int add_constant(std::string name, Tensor data);
+  // In a subgraph: a value read from an enclosing graph by name.
+  int add_outer_value(std::string name, TensorType type = {});
   int add_node(std::string op_type, std::vector<int> inputs, std::vector<int> outputs,
                std::map<std::string, Attribute> attrs = {}, std::string name = {},
                std::string domain = {});
@@ -80,6 +85,7 @@ class Graph {
   const std::vector<Value>& values() const { return values_; }
   const std::vector<int>& inputs() const { return inputs_; }    // graph inputs (not constants)
   const std::vector<int>& outputs() const { return outputs_; }
+  const std::vector<int>& outer_values() const { return outer_values_; }
   std::optional<int> find_value(const std::string& name) const;
 
   // Number of constant elements (parameters).
@@ -90,6 +96,7 @@ class Graph {
   std::vector<Value> values_;
   std::vector<int> inputs_;
   std::vector<int> outputs_;
+  std::vector<int> outer_values_;
   std::map<std::string, int> value_by_name_;
 };
 

@@ -1,6 +1,8 @@
 #include "onnx/onnx_import.h"
 
+#include <algorithm>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "onnx/checker.h"
@@ -11,12 +13,24 @@
 namespace tessera {
 namespace {
 
+// Names visible from enclosing graphs, for subgraphs (If/Loop/Scan bodies) that read them.
+struct Scope {
+  const Scope* parent = nullptr;
+  std::set<std::string> names;
+  bool has(const std::string& n) const { return names.count(n) || (parent && parent->has(n)); }
+};
+
+Result<Graph> build_graph(const onnx::GraphProto& gp, const std::map<std::string, int>& opsets,
+                          const std::string& base_dir, const OnnxImportOptions& opts, const Scope* outer);
+
 std::string describe_node(const onnx::NodeProto& n) {
   std::string op = n.domain().empty() ? n.op_type() : n.domain() + "." + n.op_type();
   return n.name().empty() ? op : op + " '" + n.name() + "'";
 }
 
-Result<Attribute> attribute_from_proto(const onnx::AttributeProto& a, const std::string& base_dir) {
+Result<Attribute> attribute_from_proto(const onnx::AttributeProto& a, const std::string& base_dir,
+                                       const std::map<std::string, int>& opsets, const OnnxImportOptions& opts,
+                                       const Scope& scope) {
   Attribute out;
   switch (a.type()) {
     case onnx::AttributeProto::INT: out = Attribute::of_int(a.i()); break;
@@ -38,9 +52,15 @@ Result<Attribute> attribute_from_proto(const onnx::AttributeProto& a, const std:
       }
       break;
     }
-    case onnx::AttributeProto::GRAPH:
+    case onnx::AttributeProto::GRAPH: {
+      auto sub = build_graph(a.g(), opsets, base_dir, opts, &scope);
+      if (!sub.ok()) return sub.status().with_context("subgraph '" + a.name() + "'");
+      out.type = Attribute::Type::kGraph;
+      out.g = std::make_shared<Graph>(std::move(sub).value());
+      break;
+    }
     case onnx::AttributeProto::GRAPHS:
-      return unimplemented("attribute '" + a.name() + "' holds a subgraph (control flow is not supported)");
+      return unimplemented("attribute '" + a.name() + "' holds a list of subgraphs");
     case onnx::AttributeProto::SPARSE_TENSOR:
     case onnx::AttributeProto::SPARSE_TENSORS:
       return unimplemented("attribute '" + a.name() + "' holds a sparse tensor");
@@ -95,11 +115,12 @@ Status check_opsets(const onnx::ModelProto& m, std::map<std::string, int>& opset
   return Status();
 }
 
-Result<Graph> build_graph(const onnx::ModelProto& m, const std::string& base_dir, const OnnxImportOptions& opts) {
-  const onnx::GraphProto& gp = m.graph();
+Result<Graph> build_graph(const onnx::GraphProto& gp, const std::map<std::string, int>& opsets,
+                          const std::string& base_dir, const OnnxImportOptions& opts, const Scope* outer) {
   Graph g;
   g.name = gp.name();
-  TESSERA_RETURN_IF_ERROR(check_opsets(m, g.opsets));
+  g.opsets = opsets;
+  Scope here{outer, {}};
 
   for (const auto& init : gp.initializer()) {
     if (init.name().empty()) return invalid_argument("an initializer has no name");
@@ -107,6 +128,7 @@ Result<Graph> build_graph(const onnx::ModelProto& m, const std::string& base_dir
     auto t = tensor_from_proto(init, base_dir);
     if (!t.ok()) return t.status().with_context("initializer '" + init.name() + "'");
     g.add_constant(init.name(), std::move(t).value());
+    here.names.insert(init.name());
   }
   if (gp.sparse_initializer_size() > 0) return unimplemented("sparse initializers are not supported");
   for (const auto& in : gp.input()) {
@@ -115,6 +137,7 @@ Result<Graph> build_graph(const onnx::ModelProto& m, const std::string& base_dir
     auto t = in.has_type() ? type_from_proto(in.type()) : Result<TensorType>(TensorType{});
     if (!t.ok()) return t.status().with_context("graph input '" + in.name() + "'");
     g.add_input(in.name(), *t);
+    here.names.insert(in.name());
   }
 
   // Types known from the model (value_info and, after shape inference, everything inferred).
@@ -132,13 +155,15 @@ Result<Graph> build_graph(const onnx::ModelProto& m, const std::string& base_dir
   auto value_for = [&](const std::string& name) -> int {
     if (auto v = g.find_value(name)) return *v;
     auto it = known_types.find(name);
-    return g.add_value(name, it == known_types.end() ? TensorType{} : it->second);
+    TensorType type = it == known_types.end() ? TensorType{} : it->second;
+    if (outer && outer->has(name)) return g.add_outer_value(name, type);
+    return g.add_value(name, type);
   };
 
   const OpRegistry& registry = OpRegistry::global();
   for (const auto& np : gp.node()) {
     std::string domain = np.domain() == "ai.onnx" ? "" : np.domain();
-    if (!g.opsets.count(domain)) {
+    if (!opsets.count(domain)) {
       return invalid_argument(describe_node(np) + ": domain '" + domain + "' is not imported by the model");
     }
     if (!domain.empty()) {
@@ -150,9 +175,18 @@ Result<Graph> build_graph(const onnx::ModelProto& m, const std::string& base_dir
     std::map<std::string, Attribute> attrs;
     for (const auto& ap : np.attribute()) {
       if (!ap.ref_attr_name().empty()) return invalid_argument(describe_node(np) + ": attribute references belong in functions");
-      auto a = attribute_from_proto(ap, base_dir);
+      auto a = attribute_from_proto(ap, base_dir, opsets, opts, here);
       if (!a.ok()) return a.status().with_context(describe_node(np));
       attrs[ap.name()] = std::move(a).value();
+    }
+    // Values of this graph (or further out) that the node's subgraphs read by name.
+    std::vector<int> implicit;
+    for (const auto& [key, a] : attrs) {
+      if (a.type != Attribute::Type::kGraph) continue;
+      for (int ov : a.g->outer_values()) {
+        int v = value_for(a.g->value(ov).name);
+        if (std::find(implicit.begin(), implicit.end(), v) == implicit.end()) implicit.push_back(v);
+      }
     }
     std::vector<int> inputs, outputs;
     for (const auto& name : np.input()) inputs.push_back(name.empty() ? kNoValue : value_for(name));
@@ -163,8 +197,10 @@ Result<Graph> build_graph(const onnx::ModelProto& m, const std::string& base_dir
         return invalid_argument(describe_node(np) + ": output '" + name + "' overwrites a graph input or initializer");
       }
       outputs.push_back(value_for(name));
+      here.names.insert(name);
     }
     int n = g.add_node(np.op_type(), std::move(inputs), std::move(outputs), std::move(attrs), np.name(), domain);
+    g.node(n).implicit_inputs = std::move(implicit);
     if (np.op_type() == "Constant") {
       Node& node = g.node(n);
       if (node.outputs.size() != 1 || node.outputs[0] == kNoValue || !node.inputs.empty())
@@ -222,7 +258,9 @@ Result<Graph> import_model(onnx::ModelProto& m, const std::string& base_dir, con
       // ONNX's inference is a help, not a requirement: tessera's own inference fills in.
     }
   }
-  return build_graph(m, base_dir, opts);
+  std::map<std::string, int> opsets;
+  TESSERA_RETURN_IF_ERROR(check_opsets(m, opsets));
+  return build_graph(m.graph(), opsets, base_dir, opts, nullptr);
 }
 
 std::string folder_of(const std::string& path) {

@@ -24,6 +24,7 @@ const OpRegistry& OpRegistry::global() {
     register_nn_ops(*r);
     register_reduction_ops(*r);
     register_misc_ops(*r);
+    register_control_flow_ops(*r);
     return r;
   }();
   return *registry;

@@ -83,5 +83,6 @@ void register_tensor_ops(OpRegistry& r);
 void register_nn_ops(OpRegistry& r);
 void register_reduction_ops(OpRegistry& r);
 void register_misc_ops(OpRegistry& r);
+void register_control_flow_ops(OpRegistry& r);
 
 }  // namespace tessera

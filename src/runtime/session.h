@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "ir/status.h"
 #include "onnx/onnx_import.h"
 #include "runtime/buffer_pool.h"
+#include "runtime/executor.h"
 
 namespace tessera {
 
@@ -21,18 +23,12 @@ struct SessionOptions {
   OnnxImportOptions import;
 };
 
-struct RunStats {
-  size_t peak_bytes = 0;      // most bytes held at once by intermediate values
-  size_t reserved_bytes = 0;  // bytes the pool allocated in total (live + reusable)
-  int nodes_run = 0;
-};
-
 class Session {
  public:
   static Result<std::unique_ptr<Session>> load(const std::string& model_path, const SessionOptions& opts = {});
   static Result<std::unique_ptr<Session>> from_graph(Graph graph, const SessionOptions& opts = {});
 
-  const Graph& graph() const { return graph_; }
+  const Graph& graph() const { return *graph_; }
   int threads() const { return pool_->num_threads(); }
   void set_threads(int n);
 
@@ -46,13 +42,11 @@ class Session {
 
  private:
   Session() = default;
-  Status prepare();
 
-  Graph graph_;
+  std::unique_ptr<Graph> graph_;  // stable address: the executor points into it
+  std::optional<GraphExecutor> executor_;
   std::unique_ptr<ThreadPool> pool_;
   BufferPool buffers_;
-  std::vector<const void*> kernels_;  // per node: const RefKernelFn*
-  std::vector<int> use_counts_;       // per value: number of consuming node inputs
   RunStats stats_;
 };
 

@@ -124,7 +124,7 @@ TEST_P(MalformedModel, CliFailsCleanly) {
   ASSERT_TRUE(std::filesystem::exists(model)) << model << " is missing: run generate.sh";
   for (const char* command : {"info", "run"}) {
     SCOPED_TRACE(std::string("tessera ") + command + " " + e.file);
-    ProcessResult r = run_process({TESSERA_CLI_PATH, command, model});
+    ProcessResult r = run_process({TESSERA_BINARY, command, model});
     ASSERT_TRUE(r.exited) << "killed by signal " << r.signal << "\n" << r.stderr_text;
     EXPECT_EQ(r.exit_code, 1) << r.stderr_text;
     EXPECT_EQ(r.stderr_text.rfind("error: ", 0), 0u) << r.stderr_text;

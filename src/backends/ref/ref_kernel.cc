@@ -10,6 +10,7 @@ const RefKernelTable& RefKernelTable::global() {
     register_nn_kernels(*t);
     register_reduction_kernels(*t);
     register_misc_kernels(*t);
+    register_control_flow_kernels(*t);
     return t;
   }();
   return *table;

@@ -15,6 +15,10 @@
 
 namespace tessera {
 
+// Runs a subgraph (an If/Loop/Scan body) with its formal inputs in order; values the body reads
+// from enclosing graphs are bound by the runtime. Returns the body's outputs in order.
+using SubgraphRunner = std::function<Result<std::vector<Tensor>>(const Graph& body, const std::vector<Tensor>& inputs)>;
+
 // Supplies output buffers. The runtime's implementation reuses freed buffers.
 class TensorAllocator {
  public:
@@ -61,6 +65,13 @@ class RefKernelContext {
     if (pool_) pool_->parallel_for(n, grain, fn); else fn(0, n);
   }
 
+  void set_subgraph_runner(SubgraphRunner r) { subgraph_runner_ = std::move(r); }
+  Result<std::vector<Tensor>> run_subgraph(const Graph& body, const std::vector<Tensor>& inputs) const {
+    if (!subgraph_runner_) return unimplemented(node_.describe() + ": subgraphs cannot run here");
+    return subgraph_runner_(body, inputs);
+  }
+  TensorAllocator& allocator() const { return alloc_; }
+
   // Shorthand for errors that name the node.
   Status error(const std::string& msg) const { return invalid_argument(node_.describe() + ": " + msg); }
   Status unsupported(const std::string& msg) const { return unimplemented(node_.describe() + ": " + msg); }
@@ -71,6 +82,7 @@ class RefKernelContext {
   std::vector<Tensor> outputs_;
   TensorAllocator& alloc_;
   ThreadPool* pool_;
+  SubgraphRunner subgraph_runner_;
 };
 
 using RefKernelFn = std::function<Status(RefKernelContext&)>;
@@ -93,5 +105,6 @@ void register_tensor_kernels(RefKernelTable& t);
 void register_nn_kernels(RefKernelTable& t);
 void register_reduction_kernels(RefKernelTable& t);
 void register_misc_kernels(RefKernelTable& t);
+void register_control_flow_kernels(RefKernelTable& t);
 
 }  // namespace tessera

@@ -1,0 +1,110 @@
+// End-to-end tests of the `tessera` binary: flags, .npy in and out, JSON, exit codes.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "ir/npy.h"
+
+namespace tessera {
+namespace {
+namespace fs = std::filesystem;
+
+const char* kAddModel = "/usr/share/libonnx-testdata/data/node/test_add/model.onnx";  // x + y, 3x4x5
+
+struct Output {
+  int exit_code;
+  std::string text;  // stdout + stderr
+};
+
+Output run_tessera(const std::string& args) {
+  std::string cmd = std::string(TESSERA_BINARY) + " " + args + " 2>&1";
+  Output o{-1, ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return o;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.text.append(buf, n);
+  int st = pclose(p);
+  o.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return o;
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("tessera_cli_test_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+TEST(Cli, RunReadsNpyAndWritesOutputs) {
+  fs::path dir = temp_dir("run");
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-3, 3);
+  Tensor x(DType::kFloat32, {3, 4, 5}), y(DType::kFloat32, {3, 4, 5});
+  for (int i = 0; i < 60; ++i) x.data<float>()[i] = u(rng), y.data<float>()[i] = u(rng);
+  ASSERT_TRUE(write_npy((dir / "x.npy").string(), x).ok());
+  ASSERT_TRUE(write_npy((dir / "y.npy").string(), y).ok());
+  Output o = run_tessera(std::string("run ") + kAddModel + " --input x=" + (dir / "x.npy").string() +
+                         " --input y=" + (dir / "y.npy").string() + " --output-dir " + (dir / "out").string() +
+                         " --repeat 3 --json");
+  ASSERT_EQ(o.exit_code, 0) << o.text;
+  auto j = nlohmann::json::parse(o.text);
+  EXPECT_EQ(j["repeat"], 3);
+  EXPECT_LE(j["latency_ms"]["min"].get<double>(), j["latency_ms"]["median"].get<double>());
+  EXPECT_EQ(j["outputs"]["sum"]["shape"], nlohmann::json::array({3, 4, 5}));
+  auto sum = read_npy((dir / "out" / "sum.npy").string());
+  ASSERT_TRUE(sum.ok()) << sum.status().to_string();
+  for (int i = 0; i < 60; ++i) ASSERT_EQ(sum->data<float>()[i], x.data<float>()[i] + y.data<float>()[i]);
+  fs::remove_all(dir);
+}
+
+TEST(Cli, RunMakesRandomInputsAndPrintsTable) {
+  Output o = run_tessera(std::string("run ") + kAddModel + " --threads 2");
+  ASSERT_EQ(o.exit_code, 0) << o.text;
+  EXPECT_NE(o.text.find("sum"), std::string::npos);
+  EXPECT_NE(o.text.find("3x4x5"), std::string::npos);
+  EXPECT_NE(o.text.find("latency: min"), std::string::npos);
+}
+
+TEST(Cli, UserErrorsExitWithCodeOne) {
+  EXPECT_EQ(run_tessera("run /nonexistent/model.onnx").exit_code, 1);
+  Output bad_input = run_tessera(std::string("run ") + kAddModel + " --input nosuch=a.npy");
+  EXPECT_EQ(bad_input.exit_code, 1);
+  EXPECT_NE(bad_input.text.find("no input named 'nosuch'"), std::string::npos) << bad_input.text;
+  Output bad_shape = run_tessera(std::string("run ") + kAddModel + " --shape x=3xAx5");
+  EXPECT_EQ(bad_shape.exit_code, 1);
+  EXPECT_NE(bad_shape.text.find("bad shape"), std::string::npos) << bad_shape.text;
+  EXPECT_EQ(run_tessera("run --no-such-flag").exit_code, 1);
+  EXPECT_EQ(run_tessera("").exit_code, 1);
+}
+
+TEST(Cli, HelpOnEveryCommand) {
+  for (const char* cmd : {"", "run ", "info ", "conformance "}) {
+    Output o = run_tessera(std::string(cmd) + "--help");
+    EXPECT_EQ(o.exit_code, 0) << cmd;
+    EXPECT_NE(o.text.find("Usage"), std::string::npos) << cmd;
+  }
+}
+
+TEST(Cli, InfoReportsOpsAndTypes) {
+  Output o = run_tessera(std::string("info --json ") + kAddModel);
+  ASSERT_EQ(o.exit_code, 0) << o.text;
+  auto j = nlohmann::json::parse(o.text);
+  EXPECT_EQ(j["ops"]["Add"], 1);
+  EXPECT_EQ(j["inputs"][0]["type"], "float32[3x4x5]");
+  EXPECT_EQ(j["parameters"], 0);
+}
+
+TEST(Cli, ConformanceSummaryLine) {
+  Output o = run_tessera("conformance --folders node --filter 'node/test_add$'");
+  ASSERT_EQ(o.exit_code, 0) << o.text;
+  EXPECT_NE(o.text.find("node: 1 passed, 0 failed, 0 unsupported"), std::string::npos) << o.text;
+}
+
+}  // namespace
+}  // namespace tessera
