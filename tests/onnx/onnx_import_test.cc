@@ -368,7 +368,7 @@ TEST(OnnxImport, StructuralErrorsNameTheNodeOrValue) {
          a->set_name("then_branch");
          a->set_type(onnx::AttributeProto::GRAPH);
        },
-       {"If 'if'", "then_branch", "control flow"}},
+       {"If 'if'", "subgraph 'then_branch'", "no outputs"}},
       {"huge dims, tiny data",
        [&](onnx::ModelProto& m) {
          auto* g = m.mutable_graph();
