@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 
@@ -94,7 +95,15 @@ Result<std::string> read_external(const onnx::TensorProto& p, const std::string&
   if (location[0] == '/' || location.find("..") != std::string::npos) {
     return invalid_argument("external data location '" + location + "' leaves the model folder");
   }
+  if (location.find('\0') != std::string::npos) {
+    return invalid_argument("external data location contains a NUL character");
+  }
   std::string path = base_dir + "/" + location;
+  // Only regular files: a folder opens as a stream whose "size" is absurd.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return not_found("external data file '" + path + "' cannot be opened");
+  }
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) return not_found("external data file '" + path + "' cannot be opened");
   int64_t size = static_cast<int64_t>(f.tellg());

@@ -185,6 +185,7 @@ TEST(OnnxImport, ExternalDataWithoutLengthReadsToTheEnd) {
 TEST(OnnxImport, BadExternalDataIsAnError) {
   TempDir dir;
   write_file(dir.path() + "/weights.bin", external_weights_file());
+  fs::create_directory(dir.path() + "/sub");
   struct Case {
     std::string location;
     int64_t offset, length;
@@ -198,6 +199,8 @@ TEST(OnnxImport, BadExternalDataIsAnError) {
       {"../weights.bin", 0, 24, "leaves the model folder"},  //
       {"/etc/passwd", 0, 24, "leaves the model folder"},     //
       {"weights.bin", 16, INT64_MAX, "truncated"},           // offset + length overflows
+      {"sub", 0, -1, "cannot be opened"},                    // a folder, not a file
+      {std::string("\0\0bin", 5), 0, -1, "NUL character"},   // found by the fuzzer
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.location + " offset " + std::to_string(c.offset) + " length " +
