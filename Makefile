@@ -2,13 +2,14 @@
 SHELL := /bin/bash
 BUILD ?= build
 BUILD_ASAN ?= build-asan
+BUILD_FUZZ ?= build-fuzz
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 ifeq ($(CI),true)
   CMAKE_FLAGS += -DTESSERA_WERROR=ON
 endif
 
-.PHONY: all deps build build-asan models demo test test-all bench clean
+.PHONY: all deps build build-asan models demo test test-all bench fuzz clean
 
 all: build
 
@@ -46,5 +47,23 @@ test-all: build models build-asan
 bench: build models
 	@bash bench/run.sh $(BUILD)
 
+# Fuzzes the ONNX importer (libFuzzer + ASan/UBSan, clang) for FUZZ_TIME seconds, from a seed
+# corpus of small valid models and the malformed-model corpus. The growing corpus is kept in
+# $(BUILD_FUZZ)/corpus; crashing inputs land in $(BUILD_FUZZ)/artifacts/.
+FUZZ_TIME ?= 60
+FUZZ_SEED_MODELS ?= test_add test_relu test_matmul_2d test_gemm_default_no_bias test_constant \
+  test_conv_with_strides_padding test_reshape_reordered_all_dims test_transpose_default \
+  test_cast_FLOAT_to_FLOAT16 test_slice test_gather_0 test_concat_2d_axis_0 test_split_equal_parts_1d
+fuzz: deps
+	CC=clang CXX=clang++ cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DTESSERA_FUZZ=ON -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target fuzz_onnx_import
+	rm -rf $(BUILD_FUZZ)/seed && mkdir -p $(BUILD_FUZZ)/seed $(BUILD_FUZZ)/corpus $(BUILD_FUZZ)/artifacts
+	cp tests/data/malformed/*.onnx $(BUILD_FUZZ)/seed/
+	for t in $(FUZZ_SEED_MODELS); do \
+	  cp /usr/share/libonnx-testdata/data/node/$$t/model.onnx $(BUILD_FUZZ)/seed/$$t.onnx; done
+	$(BUILD_FUZZ)/fuzz_onnx_import -max_total_time=$(FUZZ_TIME) -rss_limit_mb=2048 -timeout=10 \
+	  -print_final_stats=1 -artifact_prefix=$(BUILD_FUZZ)/artifacts/ $(BUILD_FUZZ)/corpus $(BUILD_FUZZ)/seed
+
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

@@ -100,6 +100,10 @@ Result<Tensor> constant_node_value(const Node& n) {
 Status check_opsets(const onnx::ModelProto& m, std::map<std::string, int>& opsets) {
   for (const auto& imp : m.opset_import()) {
     std::string domain = imp.domain() == "ai.onnx" ? "" : imp.domain();
+    if (imp.version() < 0 || imp.version() > 1000000) {
+      return invalid_argument("opset version " + std::to_string(imp.version()) + " of domain '" + domain +
+                              "' is invalid");
+    }
     opsets[domain] = static_cast<int>(imp.version());
   }
   if (m.opset_import_size() == 0) opsets[""] = 1;  // IR v1 models: opset 1
@@ -118,18 +122,6 @@ Result<Graph> build_graph(const onnx::GraphProto& gp, const std::map<std::string
   g.opsets = opsets;
   Scope here{outer, {}};
 
-  // Types known from the model (value_info and, after shape inference, everything inferred).
-  std::map<std::string, TensorType> known_types;
-  auto note_type = [&](const onnx::ValueInfoProto& vi) -> Status {
-    if (!vi.has_type()) return Status();
-    auto t = type_from_proto(vi.type());
-    if (!t.ok()) return t.status().with_context("value '" + vi.name() + "'");
-    known_types[vi.name()] = *t;
-    return Status();
-  };
-  for (const auto& vi : gp.value_info()) TESSERA_RETURN_IF_ERROR(note_type(vi));
-  for (const auto& vi : gp.output()) TESSERA_RETURN_IF_ERROR(note_type(vi));
-
   for (const auto& init : gp.initializer()) {
     if (init.name().empty()) return invalid_argument("an initializer has no name");
     if (g.find_value(init.name())) return invalid_argument("initializer '" + init.name() + "' is defined twice");
@@ -147,6 +139,18 @@ Result<Graph> build_graph(const onnx::GraphProto& gp, const std::map<std::string
     g.add_input(in.name(), *t);
     here.names.insert(in.name());
   }
+
+  // Types known from the model (value_info and, after shape inference, everything inferred).
+  std::map<std::string, TensorType> known_types;
+  auto note_type = [&](const onnx::ValueInfoProto& vi) -> Status {
+    if (!vi.has_type()) return Status();
+    auto t = type_from_proto(vi.type());
+    if (!t.ok()) return t.status().with_context("value '" + vi.name() + "'");
+    known_types[vi.name()] = *t;
+    return Status();
+  };
+  for (const auto& vi : gp.value_info()) TESSERA_RETURN_IF_ERROR(note_type(vi));
+  for (const auto& vi : gp.output()) TESSERA_RETURN_IF_ERROR(note_type(vi));
 
   auto value_for = [&](const std::string& name) -> int {
     if (auto v = g.find_value(name)) return *v;
