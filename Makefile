@@ -1,5 +1,7 @@
 # tessera — top-level entry points. `make demo` and `make test` work on a fresh Debian 12 machine.
 SHELL := /bin/bash
+# ccache hits across checkouts in different folders (CI clones elsewhere).
+export CCACHE_BASEDIR ?= $(CURDIR)
 BUILD ?= build
 BUILD_ASAN ?= build-asan
 BUILD_FUZZ ?= build-fuzz

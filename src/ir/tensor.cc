@@ -3,17 +3,33 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <new>
+#include <unistd.h>
 #include <limits>
 #include <type_traits>
 
 namespace tessera {
 
+namespace {
+size_t physical_memory_bytes() {
+  static const size_t bytes = [] {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : SIZE_MAX;
+  }();
+  return bytes;
+}
+}  // namespace
+
 std::shared_ptr<Storage> Storage::allocate_bytes(size_t nbytes) {
+  // A buffer larger than the machine's memory can only come from an absurd shape in a model or a
+  // flag: fail at once (the runtime turns bad_alloc into an error Status) instead of letting
+  // overcommit hand out memory that the zero-fill would then fault in until the OOM killer.
+  if (nbytes > physical_memory_bytes()) throw std::bad_alloc();
   auto s = std::shared_ptr<Storage>(new Storage());
   size_t rounded = (nbytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
   if (rounded == 0) rounded = kTensorAlignment;
   s->data_ = std::aligned_alloc(kTensorAlignment, rounded);
-  TESSERA_CHECK(s->data_ != nullptr, "out of memory");
+  if (s->data_ == nullptr) throw std::bad_alloc();
   std::memset(s->data_, 0, rounded);
   s->capacity_ = rounded;
   return s;

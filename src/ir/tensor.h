@@ -22,7 +22,8 @@ class Tensor;
 // A raw buffer of bytes aligned to kTensorAlignment, or an array of strings.
 class Storage {
  public:
-  // Zero-filled bytes.
+  // Zero-filled bytes. Throws std::bad_alloc when the memory cannot be had (or exceeds the
+  // machine's physical memory); the runtime catches it and reports an error Status.
   static std::shared_ptr<Storage> allocate_bytes(size_t nbytes);
   static std::shared_ptr<Storage> allocate_strings(size_t count);
   // The elements of a sequence or optional value.

@@ -10,49 +10,14 @@
 namespace tessera {
 
 Result<DType> dtype_from_onnx(int elem_type) {
-  switch (elem_type) {
-    case onnx::TensorProto::FLOAT: return DType::kFloat32;
-    case onnx::TensorProto::UINT8: return DType::kUint8;
-    case onnx::TensorProto::INT8: return DType::kInt8;
-    case onnx::TensorProto::UINT16: return DType::kUint16;
-    case onnx::TensorProto::INT16: return DType::kInt16;
-    case onnx::TensorProto::INT32: return DType::kInt32;
-    case onnx::TensorProto::INT64: return DType::kInt64;
-    case onnx::TensorProto::STRING: return DType::kString;
-    case onnx::TensorProto::BOOL: return DType::kBool;
-    case onnx::TensorProto::FLOAT16: return DType::kFloat16;
-    case onnx::TensorProto::DOUBLE: return DType::kFloat64;
-    case onnx::TensorProto::UINT32: return DType::kUint32;
-    case onnx::TensorProto::UINT64: return DType::kUint64;
-    case onnx::TensorProto::BFLOAT16: return DType::kBFloat16;
-    case onnx::TensorProto::COMPLEX64: return unimplemented("dtype complex64 is not supported");
-    case onnx::TensorProto::COMPLEX128: return unimplemented("dtype complex128 is not supported");
-    default: return invalid_argument("unknown ONNX element type " + std::to_string(elem_type));
-  }
+  if (elem_type == onnx::TensorProto::COMPLEX64) return unimplemented("dtype complex64 is not supported");
+  if (elem_type == onnx::TensorProto::COMPLEX128) return unimplemented("dtype complex128 is not supported");
+  DType t = dtype_from_onnx_code(elem_type);
+  if (t == DType::kUndefined) return invalid_argument("unknown ONNX element type " + std::to_string(elem_type));
+  return t;
 }
 
-int dtype_to_onnx(DType t) {
-  switch (t) {
-    case DType::kFloat32: return onnx::TensorProto::FLOAT;
-    case DType::kUint8: return onnx::TensorProto::UINT8;
-    case DType::kInt8: return onnx::TensorProto::INT8;
-    case DType::kUint16: return onnx::TensorProto::UINT16;
-    case DType::kInt16: return onnx::TensorProto::INT16;
-    case DType::kInt32: return onnx::TensorProto::INT32;
-    case DType::kInt64: return onnx::TensorProto::INT64;
-    case DType::kString: return onnx::TensorProto::STRING;
-    case DType::kBool: return onnx::TensorProto::BOOL;
-    case DType::kFloat16: return onnx::TensorProto::FLOAT16;
-    case DType::kFloat64: return onnx::TensorProto::DOUBLE;
-    case DType::kUint32: return onnx::TensorProto::UINT32;
-    case DType::kUint64: return onnx::TensorProto::UINT64;
-    case DType::kBFloat16: return onnx::TensorProto::BFLOAT16;
-    case DType::kUndefined:
-    case DType::kSequence:
-    case DType::kOptional: return onnx::TensorProto::UNDEFINED;
-  }
-  return onnx::TensorProto::UNDEFINED;
-}
+int dtype_to_onnx(DType t) { return dtype_to_onnx_code(t); }
 
 namespace {
 

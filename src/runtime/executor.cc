@@ -1,5 +1,7 @@
 #include "runtime/executor.h"
 
+#include <new>
+
 namespace tessera {
 
 Result<GraphExecutor> GraphExecutor::create(const Graph& g) {
@@ -62,7 +64,14 @@ Result<std::vector<Tensor>> GraphExecutor::run(const std::vector<Tensor>& inputs
         return sub.run(body_inputs, {}, buffers, threads, stats);
       });
     }
-    TESSERA_RETURN_IF_ERROR((*kernels_[n])(ctx));
+    Status st;
+    try {
+      st = (*kernels_[n])(ctx);
+    } catch (const std::bad_alloc&) {
+      // Out of memory is bad input here (an absurd shape), not a crash: report it as an error.
+      st = invalid_argument(node.describe() + ": out of memory allocating its outputs");
+    }
+    TESSERA_RETURN_IF_ERROR(st);
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       int v = node.outputs[o];
       if (v == kNoValue) continue;

@@ -99,7 +99,11 @@ Result<std::map<std::string, Tensor>> make_inputs(const Session& s, const RunOpt
     if (type.dtype == DType::kString || type.dtype == DType::kUndefined) {
       return invalid_argument("input '" + name + "' of type " + type.to_string() + " needs --input");
     }
-    inputs[name] = random_tensor(type.dtype, dims, rng);
+    try {
+      inputs[name] = random_tensor(type.dtype, dims, rng);
+    } catch (const std::bad_alloc&) {
+      return invalid_argument("input '" + name + "' of shape " + dims_to_string(dims) + " does not fit in memory");
+    }
   }
   return inputs;
 }

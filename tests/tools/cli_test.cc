@@ -9,6 +9,8 @@
 #include <random>
 
 #include "ir/npy.h"
+#include "onnx/onnx_pb.h"
+#include <google/protobuf/text_format.h>
 
 namespace tessera {
 namespace {
@@ -81,6 +83,28 @@ TEST(Cli, UserErrorsExitWithCodeOne) {
   EXPECT_NE(bad_shape.text.find("bad shape"), std::string::npos) << bad_shape.text;
   EXPECT_EQ(run_tessera("run --no-such-flag").exit_code, 1);
   EXPECT_EQ(run_tessera("").exit_code, 1);
+}
+
+// A model that is valid but whose declared input (1e6 x 1e6 floats, 4 TB) cannot be made.
+TEST(Cli, RunRefusesInputsThatDoNotFitInMemory) {
+  fs::path dir = temp_dir("huge");
+  onnx::ModelProto m;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(R"pb(
+    ir_version: 8
+    opset_import { domain: "" version: 13 }
+    graph {
+      name: "huge"
+      node { op_type: "Relu" input: "x" output: "y" }
+      input { name: "x" type { tensor_type { elem_type: 1 shape { dim { dim_value: 1000000 } dim { dim_value: 1000000 } } } } }
+      output { name: "y" type { tensor_type { elem_type: 1 shape { dim { dim_value: 1000000 } dim { dim_value: 1000000 } } } } }
+    })pb", &m));
+  std::string path = (dir / "huge.onnx").string();
+  std::ofstream(path, std::ios::binary) << m.SerializeAsString();
+  EXPECT_EQ(run_tessera("info " + path).exit_code, 0);
+  Output o = run_tessera("run " + path);
+  EXPECT_EQ(o.exit_code, 1) << o.text;
+  EXPECT_NE(o.text.find("does not fit in memory"), std::string::npos) << o.text;
+  fs::remove_all(dir);
 }
 
 TEST(Cli, HelpOnEveryCommand) {
