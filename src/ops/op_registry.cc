@@ -94,6 +94,30 @@ Status infer_graph_types(Graph& g) {
   return Status();
 }
 
+Result<int> normalize_axis(int64_t axis, int rank) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank) {
+    return invalid_argument("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
+  }
+  return static_cast<int>(a);
+}
+
+int64_t slice_range(int64_t dim, int64_t& start, int64_t end, int64_t step) {
+  if (start < 0) start += dim;
+  if (end < 0) end += dim;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, dim);
+    end = std::clamp<int64_t>(end, 0, dim);
+    return end > start ? 1 + (end - start - 1) / step : 0;
+  }
+  if (dim <= 0) return 0;
+  start = std::clamp<int64_t>(start, 0, dim - 1);
+  end = std::clamp<int64_t>(end, -1, dim - 1);
+  // step <= -dim (including INT64_MIN, which cannot be negated) takes one element.
+  if (start <= end) return 0;
+  return step <= -dim ? 1 : 1 + (start - end - 1) / (-step);
+}
+
 Status infer_same_as_input0(InferContext& ctx) {
   if (ctx.num_inputs() < 1) return invalid_argument("expected an input");
   for (auto& out : ctx.outputs) out = ctx.inputs[0];

@@ -72,6 +72,13 @@ class OpRegistry {
 // Runs OpRegistry::infer_node over every node in order.
 Status infer_graph_types(Graph& g);
 
+// Maps a possibly negative axis into [0, rank); an error when out of range.
+Result<int> normalize_axis(int64_t axis, int rank);
+
+// ONNX Slice on one dim: clamps start (updated in place) for `step` and returns the element
+// count. start/end may be negative (from the end) or out of range; step must not be 0.
+int64_t slice_range(int64_t dim, int64_t& start, int64_t end, int64_t step);
+
 // Shape-inference building blocks for schemas.
 Status infer_same_as_input0(InferContext& ctx);
 Status infer_broadcast(InferContext& ctx);  // numpy broadcasting of all inputs; dtype of input 0

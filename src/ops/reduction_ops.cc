@@ -12,16 +12,6 @@ namespace tessera {
 
 namespace {
 
-// Maps a possibly negative axis into [0, rank); error when out of range.
-Result<int> infer_axis(int64_t axis, int rank) {
-  int64_t a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= rank) {
-    return invalid_argument("axis " + std::to_string(axis) + " out of range for rank " +
-                            std::to_string(rank));
-  }
-  return static_cast<int>(a);
-}
-
 // Whether the node's Reduce* op takes its axes as input 1 (ReduceSum from opset 13, all from 18).
 bool reduce_axes_from_input(const Node& node) {
   return node.opset >= 18 || (node.op_type == "ReduceSum" && node.opset >= 13);
@@ -57,7 +47,7 @@ Status infer_reduce(InferContext& ctx) {
   }
   std::vector<bool> reduced(rank, axes.empty());
   for (int64_t a : axes) {
-    TESSERA_ASSIGN_OR_RETURN(int axis, infer_axis(a, rank));
+    TESSERA_ASSIGN_OR_RETURN(int axis, normalize_axis(a, rank));
     if (reduced[axis]) return invalid_argument("axis " + std::to_string(a) + " repeated");
     reduced[axis] = true;
   }
@@ -79,7 +69,7 @@ Status infer_arg_reduce(InferContext& ctx) {
   if (!ctx.inputs[0].shape) return Status();
   const std::vector<Dim>& in = *ctx.inputs[0].shape;
   const int rank = static_cast<int>(in.size());
-  TESSERA_ASSIGN_OR_RETURN(int axis, infer_axis(ctx.node.attr_int("axis", 0), rank));
+  TESSERA_ASSIGN_OR_RETURN(int axis, normalize_axis(ctx.node.attr_int("axis", 0), rank));
   std::vector<Dim> dims = in;
   if (ctx.node.attr_int("keepdims", 1) != 0) {
     dims[axis] = Dim(1);
@@ -98,7 +88,7 @@ Status infer_softmax_like(InferContext& ctx) {
     const int64_t axis = ctx.node.attr_int("axis", fallback);
     // Before opset 13 the axis may equal the rank (the 2-D coercion's second dim is then 1).
     const int limit = ctx.node.opset >= 13 ? rank : rank + 1;
-    TESSERA_RETURN_IF_ERROR(infer_axis(axis, limit).status());
+    TESSERA_RETURN_IF_ERROR(normalize_axis(axis, limit).status());
   }
   return infer_same_as_input0(ctx);
 }
@@ -110,7 +100,7 @@ Status infer_top_k(InferContext& ctx) {
   if (!ctx.inputs[0].shape) return Status();
   std::vector<Dim> dims = *ctx.inputs[0].shape;
   const int rank = static_cast<int>(dims.size());
-  TESSERA_ASSIGN_OR_RETURN(int axis, infer_axis(node.attr_int("axis", -1), rank));
+  TESSERA_ASSIGN_OR_RETURN(int axis, normalize_axis(node.attr_int("axis", -1), rank));
   Dim k;
   if (node.opset < 10) {
     k = Dim(node.attr_int("k", -1));

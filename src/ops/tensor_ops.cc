@@ -29,15 +29,6 @@ Dim dims_product(const Dims& dims, size_t begin, size_t end) {
   return Dim(p);
 }
 
-Result<int> infer_axis(int64_t axis, int rank) {
-  int64_t a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= rank) {
-    return invalid_argument("axis " + std::to_string(axis) + " out of range for rank " +
-                            std::to_string(rank));
-  }
-  return static_cast<int>(a);
-}
-
 void set_output(InferContext& ctx, int i, DType dtype, std::optional<Dims> shape) {
   if (i >= static_cast<int>(ctx.outputs.size())) return;
   ctx.outputs[i].dtype = dtype;
@@ -150,7 +141,7 @@ Status infer_squeeze(InferContext& ctx) {
     }
   } else {
     for (int64_t a : *axes) {
-      TESSERA_ASSIGN_OR_RETURN(int axis, infer_axis(a, in.rank()));
+      TESSERA_ASSIGN_OR_RETURN(int axis, normalize_axis(a, in.rank()));
       if (d[axis].known() && d[axis].value != 1) {
         return invalid_argument("cannot squeeze dim " + std::to_string(axis) + " of size " +
                                 std::to_string(d[axis].value));
@@ -177,7 +168,7 @@ Status infer_unsqueeze(InferContext& ctx) {
   int out_rank = in.rank() + static_cast<int>(axes->size());
   std::vector<bool> inserted(out_rank, false);
   for (int64_t a : *axes) {
-    TESSERA_ASSIGN_OR_RETURN(int axis, infer_axis(a, out_rank));
+    TESSERA_ASSIGN_OR_RETURN(int axis, normalize_axis(a, out_rank));
     if (inserted[axis]) return invalid_argument("axis repeated");
     inserted[axis] = true;
   }
@@ -203,7 +194,7 @@ Status infer_transpose(InferContext& ctx) {
   Dims out;
   std::vector<bool> seen(rank, false);
   for (int64_t p : perm) {
-    TESSERA_ASSIGN_OR_RETURN(int axis, infer_axis(p, rank));
+    TESSERA_ASSIGN_OR_RETURN(int axis, normalize_axis(p, rank));
     if (seen[axis]) return invalid_argument("perm is not a permutation");
     seen[axis] = true;
     out.push_back((*in.shape)[axis]);
@@ -222,7 +213,7 @@ Status infer_concat(InferContext& ctx) {
     set_output(ctx, 0, dtype, std::nullopt);
     return Status();
   }
-  TESSERA_ASSIGN_OR_RETURN(int axis, infer_axis(ctx.node.attr_int("axis", 1), rank));
+  TESSERA_ASSIGN_OR_RETURN(int axis, normalize_axis(ctx.node.attr_int("axis", 1), rank));
   Dims out(rank, Dim());
   int64_t axis_sum = 0;
   bool axis_known = true;
@@ -261,7 +252,7 @@ Status infer_split(InferContext& ctx) {
     for (int i = 0; i < outputs; ++i) set_output(ctx, i, in.dtype, std::nullopt);
     return Status();
   }
-  TESSERA_ASSIGN_OR_RETURN(int axis, infer_axis(ctx.node.attr_int("axis", 0), in.rank()));
+  TESSERA_ASSIGN_OR_RETURN(int axis, normalize_axis(ctx.node.attr_int("axis", 0), in.rank()));
   const Dim& dim = (*in.shape)[axis];
   std::optional<std::vector<int64_t>> split;
   if (ctx.node.opset < 13 && ctx.node.has_attr("split")) {
@@ -322,26 +313,15 @@ Status infer_slice(InferContext& ctx) {
   }
   Dims out = *in.shape;
   for (size_t i = 0; i < starts->size(); ++i) {
-    TESSERA_ASSIGN_OR_RETURN(int axis, infer_axis((*axes)[i], rank));
+    TESSERA_ASSIGN_OR_RETURN(int axis, normalize_axis((*axes)[i], rank));
     int64_t step = (*steps)[i];
     if (step == 0) return invalid_argument("step is zero");
     if (!out[axis].known()) {
       out[axis] = Dim();
       continue;
     }
-    int64_t dim = out[axis].value, start = (*starts)[i], end = (*ends)[i], count = 0;
-    if (start < 0) start += dim;
-    if (end < 0) end += dim;
-    if (step > 0) {
-      start = std::clamp<int64_t>(start, 0, dim);
-      end = std::clamp<int64_t>(end, 0, dim);
-      if (end > start) count = 1 + (end - start - 1) / step;
-    } else if (dim > 0) {
-      start = std::clamp<int64_t>(start, 0, dim - 1);
-      end = std::clamp<int64_t>(end, -1, dim - 1);
-      if (start > end) count = step <= -dim ? 1 : 1 + (start - end - 1) / (-step);
-    }
-    out[axis] = Dim(count);
+    int64_t start = (*starts)[i];
+    out[axis] = Dim(slice_range(out[axis].value, start, (*ends)[i], step));
   }
   set_output(ctx, 0, in.dtype, out);
   return Status();
@@ -354,7 +334,7 @@ Status infer_gather(InferContext& ctx) {
     set_output(ctx, 0, data.dtype, std::nullopt);
     return Status();
   }
-  TESSERA_ASSIGN_OR_RETURN(int axis, infer_axis(ctx.node.attr_int("axis", 0), data.rank()));
+  TESSERA_ASSIGN_OR_RETURN(int axis, normalize_axis(ctx.node.attr_int("axis", 0), data.rank()));
   const Dims& d = *data.shape;
   Dims out(d.begin(), d.begin() + axis);
   out.insert(out.end(), ind.shape->begin(), ind.shape->end());
@@ -558,7 +538,7 @@ Status infer_one_hot(InferContext& ctx) {
     set_output(ctx, 0, dtype, std::nullopt);
     return Status();
   }
-  TESSERA_ASSIGN_OR_RETURN(int axis, infer_axis(ctx.node.attr_int("axis", -1), ind.rank() + 1));
+  TESSERA_ASSIGN_OR_RETURN(int axis, normalize_axis(ctx.node.attr_int("axis", -1), ind.rank() + 1));
   Dim depth;
   if (ctx.constants[1] && ctx.constants[1]->numel() == 1 &&
       ctx.constants[1]->dtype() != DType::kString) {
@@ -576,7 +556,7 @@ Status infer_compress(InferContext& ctx) {
   if (!ctx.node.has_attr("axis")) {
     set_output(ctx, 0, in.dtype, Dims{Dim()});
   } else if (in.has_rank() && in.rank() > 0) {
-    TESSERA_ASSIGN_OR_RETURN(int axis, infer_axis(ctx.node.attr_int("axis", 0), in.rank()));
+    TESSERA_ASSIGN_OR_RETURN(int axis, normalize_axis(ctx.node.attr_int("axis", 0), in.rank()));
     Dims out = *in.shape;
     out[axis] = Dim();
     set_output(ctx, 0, in.dtype, out);
@@ -589,7 +569,7 @@ Status infer_compress(InferContext& ctx) {
 Status infer_unique(InferContext& ctx) {
   const TensorType& in = ctx.inputs[0];
   if (ctx.node.has_attr("axis") && in.has_rank() && in.rank() > 0) {
-    TESSERA_ASSIGN_OR_RETURN(int axis, infer_axis(ctx.node.attr_int("axis", 0), in.rank()));
+    TESSERA_ASSIGN_OR_RETURN(int axis, normalize_axis(ctx.node.attr_int("axis", 0), in.rank()));
     Dims out = *in.shape;
     out[axis] = Dim();
     set_output(ctx, 0, in.dtype, out);

@@ -1,15 +1,15 @@
 #include "backends/ref/ref_util.h"
 
+#include "ops/op_registry.h"
+
 #include <algorithm>
 
 namespace tessera::ref {
 
 Result<int> normalize_axis(int64_t axis, int rank) {
-  int64_t a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= std::max(rank, 1)) {
-    return invalid_argument("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
-  }
-  return static_cast<int>(a);
+  // A scalar accepts axis 0 (kernels treat it as one element).
+  if (rank == 0 && axis == 0) return 0;
+  return tessera::normalize_axis(axis, rank);
 }
 
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {

@@ -46,6 +46,20 @@ void for_each_broadcast(const std::vector<int64_t>& out, const std::vector<std::
   }
 }
 
+// Visits every multi-index of `dims` in row-major order: fn(flat_index, index).
+template <typename F>
+void for_each_index(const std::vector<int64_t>& dims, F&& fn) {
+  int64_t total = shape_numel(dims);
+  std::vector<int64_t> index(dims.size(), 0);
+  for (int64_t i = 0; i < total; ++i) {
+    fn(i, index);
+    for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
+      if (++index[d] < dims[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
 // Compute type for arithmetic on T: float for the 16-bit float types, T otherwise.
 template <typename T>
 using compute_t = std::conditional_t<std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>, float, T>;

@@ -52,20 +52,6 @@ Status gather_kernel(RefKernelContext& ctx) {
   return Status();
 }
 
-// Visits every multi-index of `dims` in row-major order: fn(flat_index, index).
-template <typename F>
-void for_each_index(const std::vector<int64_t>& dims, F&& fn) {
-  int64_t total = shape_numel(dims);
-  std::vector<int64_t> index(dims.size(), 0);
-  for (int64_t i = 0; i < total; ++i) {
-    fn(i, index);
-    for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
-      if (++index[d] < dims[d]) break;
-      index[d] = 0;
-    }
-  }
-}
-
 // For GatherElements / ScatterElements: the flat offsets into `data` addressed by every element
 // of `indices` along `axis` (indices must have data's rank and fit inside it off the axis).
 Result<std::vector<int64_t>> element_offsets(const RefKernelContext& ctx, const Tensor& data,
@@ -83,7 +69,7 @@ Result<std::vector<int64_t>> element_offsets(const RefKernelContext& ctx, const 
   TESSERA_ASSIGN_OR_RETURN(auto indices, read_wrapped_indices(ctx, indices_tensor, data.dim(axis)));
   std::vector<int64_t> strides = row_major_strides(data.dims());
   std::vector<int64_t> offsets(indices.size());
-  for_each_index(indices_tensor.dims(), [&](int64_t i, const std::vector<int64_t>& index) {
+  ref::for_each_index(indices_tensor.dims(), [&](int64_t i, const std::vector<int64_t>& index) {
     int64_t off = 0;
     for (int d = 0; d < data.rank(); ++d) off += (d == axis ? indices[i] : index[d]) * strides[d];
     offsets[i] = off;
@@ -349,7 +335,7 @@ Status non_zero_kernel(RefKernelContext& ctx) {
   Tensor& y = ctx.output(0, DType::kInt64, {rank, count});
   int64_t* out = y.data<int64_t>();
   int64_t k = 0;
-  for_each_index(dims, [&](int64_t i, const std::vector<int64_t>& index) {
+  ref::for_each_index(dims, [&](int64_t i, const std::vector<int64_t>& index) {
     if (!truth[i]) return;
     for (int d = 0; d < rank; ++d) out[d * count + k] = index[d];
     ++k;

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "backends/ref/ref_util.h"
+#include "ops/op_registry.h"
 #include "backends/ref/tensor_kernels.h"
 
 namespace tessera {
@@ -181,20 +182,8 @@ Status slice_kernel(RefKernelContext& ctx) {
     seen[axis] = true;
     int64_t dim = x.dim(axis), step = steps[i];
     if (step == 0) return ctx.error("step is zero");
-    int64_t start = starts[i], end = ends[i];
-    if (start < 0) start += dim;
-    if (end < 0) end += dim;
-    int64_t count = 0;
-    if (step > 0) {
-      start = std::clamp<int64_t>(start, 0, dim);
-      end = std::clamp<int64_t>(end, 0, dim);
-      if (end > start) count = 1 + (end - start - 1) / step;
-    } else if (dim > 0) {
-      start = std::clamp<int64_t>(start, 0, dim - 1);
-      end = std::clamp<int64_t>(end, -1, dim - 1);
-      // step <= -dim (including INT64_MIN, which cannot be negated) takes one element.
-      if (start > end) count = step <= -dim ? 1 : 1 + (start - end - 1) / (-step);
-    }
+    int64_t start = starts[i];
+    int64_t count = slice_range(dim, start, ends[i], step);
     out_dims[axis] = count;
     if (count > 0) base += start * in_strides[axis];
     strides[axis] = in_strides[axis] * step;
@@ -214,20 +203,6 @@ Status expand_kernel(RefKernelContext& ctx) {
   Tensor& y = ctx.output(0, x.dtype(), *out);
   ref::strided_copy(x, y, 0, ref::broadcast_strides(x.dims(), *out));
   return Status();
-}
-
-// Visits every multi-index of `dims` in row-major order: fn(flat_index, index).
-template <typename F>
-void for_each_index(const std::vector<int64_t>& dims, F&& fn) {
-  int64_t total = shape_numel(dims);
-  std::vector<int64_t> index(dims.size(), 0);
-  for (int64_t i = 0; i < total; ++i) {
-    fn(i, index);
-    for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
-      if (++index[d] < dims[d]) break;
-      index[d] = 0;
-    }
-  }
 }
 
 Status tile_kernel(RefKernelContext& ctx) {
@@ -250,7 +225,7 @@ Status tile_kernel(RefKernelContext& ctx) {
   Tensor& y = ctx.output(0, x.dtype(), out_dims);
   ElementCopier copier(x, y);
   std::vector<int64_t> in_strides = row_major_strides(x.dims());
-  for_each_index(out_dims, [&](int64_t i, const std::vector<int64_t>& index) {
+  ref::for_each_index(out_dims, [&](int64_t i, const std::vector<int64_t>& index) {
     int64_t src = 0;
     for (int d = 0; d < x.rank(); ++d) src += (index[d] % x.dim(d)) * in_strides[d];
     copier.copy(i, src);
@@ -332,7 +307,7 @@ Status pad_kernel(RefKernelContext& ctx) {
   ElementCopier copier(x, y);
   ElementCopier value_copier(value, y);
   std::vector<int64_t> in_strides = row_major_strides(x.dims());
-  for_each_index(out_dims, [&](int64_t i, const std::vector<int64_t>& index) {
+  ref::for_each_index(out_dims, [&](int64_t i, const std::vector<int64_t>& index) {
     int64_t src = 0;
     for (int d = 0; d < rank; ++d) {
       int64_t dim = x.dim(d);
