@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/shape.h"
 #include "ir/tensor.h"
 
 namespace tessera {
@@ -13,7 +14,7 @@ namespace tessera {
 class Graph;
 
 struct Attribute {
-  enum class Type { kUndefined, kInt, kFloat, kString, kTensor, kGraph, kInts, kFloats, kStrings, kTensors, kGraphs };
+  enum class Type { kUndefined, kInt, kFloat, kString, kTensor, kGraph, kInts, kFloats, kStrings, kTensors, kGraphs, kType };
   Type type = Type::kUndefined;
   int64_t i = 0;
   float f = 0;
@@ -25,6 +26,7 @@ struct Attribute {
   std::vector<std::string> strings;
   std::vector<Tensor> tensors;
   std::vector<std::shared_ptr<Graph>> graphs;
+  TensorType type_value;  // kType: a value type (e.g. Optional's `type`)
 
   static Attribute of_int(int64_t v) { Attribute a; a.type = Type::kInt; a.i = v; return a; }
   static Attribute of_float(float v) { Attribute a; a.type = Type::kFloat; a.f = v; return a; }

@@ -47,6 +47,7 @@ const char* attribute_type_name(Attribute::Type t) {
     case Attribute::Type::kStrings: return "strings";
     case Attribute::Type::kTensors: return "tensors";
     case Attribute::Type::kGraphs: return "graphs";
+    case Attribute::Type::kType: return "type";
   }
   return "unknown";
 }

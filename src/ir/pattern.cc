@@ -251,6 +251,7 @@ bool attributes_equal(const Attribute& a, const Attribute& b) {
       return a.tensors.size() == b.tensors.size() &&
              std::equal(a.tensors.begin(), a.tensors.end(), b.tensors.begin(), tensors_equal);
     case T::kGraphs: return a.graphs == b.graphs;
+    case T::kType: return a.type_value == b.type_value;
   }
   return false;
 }

@@ -64,9 +64,13 @@ Result<Attribute> attribute_from_proto(const onnx::AttributeProto& a, const std:
     case onnx::AttributeProto::SPARSE_TENSOR:
     case onnx::AttributeProto::SPARSE_TENSORS:
       return unimplemented("attribute '" + a.name() + "' holds a sparse tensor");
-    case onnx::AttributeProto::TYPE_PROTO:
+    case onnx::AttributeProto::TYPE_PROTO: {
+      TESSERA_ASSIGN_OR_RETURN(out.type_value, type_from_proto(a.tp()));
+      out.type = Attribute::Type::kType;
+      break;
+    }
     case onnx::AttributeProto::TYPE_PROTOS:
-      return unimplemented("attribute '" + a.name() + "' holds a type");
+      return unimplemented("attribute '" + a.name() + "' holds a list of types");
     default:
       return invalid_argument("attribute '" + a.name() + "' has no valid type");
   }

@@ -200,8 +200,8 @@ Status optional_kernel(RefKernelContext& ctx) {
     return Status();
   }
   const Attribute* type = ctx.node().attr("type");
-  if (!type) return ctx.error("an empty Optional needs the 'type' attribute");
-  ctx.set_output(0, Tensor::optional(std::nullopt, DType::kUndefined));
+  if (!type || type->type != Attribute::Type::kType) return ctx.error("an empty Optional needs the 'type' attribute");
+  ctx.set_output(0, Tensor::optional(std::nullopt, type->type_value.dtype));
   return Status();
 }
 
