@@ -11,6 +11,9 @@ Result<GraphExecutor> GraphExecutor::create(const Graph& g) {
     const RefKernelFn* k = table.find(n.domain, n.op_type);
     if (!k) return unimplemented(n.describe() + ": no kernel for op '" + n.op_type + "'");
     e.kernels_.push_back(k);
+    bool has_subgraph = false;
+    for (const auto& [key, a] : n.attrs) has_subgraph |= a.type == Attribute::Type::kGraph;
+    e.has_subgraph_.push_back(has_subgraph);
   }
   e.use_counts_.assign(g.num_values(), 0);
   for (const Node& n : g.nodes()) {
@@ -49,19 +52,13 @@ Result<std::vector<Tensor>> GraphExecutor::run(const std::vector<Tensor>& inputs
     std::vector<const Tensor*> in;
     for (int v : node.inputs) in.push_back(v == kNoValue ? nullptr : &tensor_of(v));
     RefKernelContext ctx(node, std::move(in), buffers, threads);
-    if (!node.implicit_inputs.empty()) {
+    if (has_subgraph_[n]) {
       std::map<std::string, Tensor> body_outer;
       for (int v : node.implicit_inputs) body_outer[g.value(v).name] = tensor_of(v);
       ctx.set_subgraph_runner([&, body_outer](const Graph& body, const std::vector<Tensor>& body_inputs)
                                   -> Result<std::vector<Tensor>> {
         TESSERA_ASSIGN_OR_RETURN(GraphExecutor sub, GraphExecutor::create(body));
         return sub.run(body_inputs, body_outer, buffers, threads, stats);
-      });
-    } else {
-      ctx.set_subgraph_runner([&](const Graph& body, const std::vector<Tensor>& body_inputs)
-                                  -> Result<std::vector<Tensor>> {
-        TESSERA_ASSIGN_OR_RETURN(GraphExecutor sub, GraphExecutor::create(body));
-        return sub.run(body_inputs, {}, buffers, threads, stats);
       });
     }
     Status st;

@@ -32,6 +32,7 @@ class GraphExecutor {
   explicit GraphExecutor(const Graph& g) : graph_(&g) {}
   const Graph* graph_;
   std::vector<const RefKernelFn*> kernels_;
+  std::vector<bool> has_subgraph_;  // per node: an If/Loop/Scan-style body to run
   std::vector<int> use_counts_;  // per value: consuming node inputs (explicit and implicit)
 };
 
