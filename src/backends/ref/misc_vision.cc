@@ -12,6 +12,19 @@
 namespace tessera {
 namespace {
 
+// Writes values computed in double as output 0 of float dtype `dtype`.
+Status write_float_output(RefKernelContext& ctx, const std::vector<double>& values, DType dtype,
+                          std::vector<int64_t> dims) {
+  Tensor& out = ctx.output(0, dtype, std::move(dims));
+  bool ok = ref::visit_float_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = out.data<T>();
+    for (size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);
+  });
+  if (!ok) return ctx.unsupported(std::string("dtype ") + dtype_name(dtype));
+  return Status();
+}
+
 // ---------------------------------------------------------------------------------------------
 // NonMaxSuppression
 
@@ -182,14 +195,7 @@ Status roi_align_kernel(RefKernelContext& ctx) {
       }
     }
   }
-  Tensor& out = ctx.output(0, x->dtype(), {num_rois, C, out_h, out_w});
-  bool ok = ref::visit_float_dtype(x->dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    T* p = out.data<T>();
-    for (size_t i = 0; i < result.size(); ++i) p[i] = static_cast<T>(result[i]);
-  });
-  if (!ok) return ctx.unsupported(std::string("dtype ") + dtype_name(x->dtype()));
-  return Status();
+  return write_float_output(ctx, result, x->dtype(), {num_rois, C, out_h, out_w});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -320,14 +326,7 @@ Status grid_sample_kernel(RefKernelContext& ctx) {
       }
     }
   }
-  Tensor& out = ctx.output(0, x->dtype(), {N, C, Ho, Wo});
-  bool ok = ref::visit_float_dtype(x->dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    T* p = out.data<T>();
-    for (size_t i = 0; i < result.size(); ++i) p[i] = static_cast<T>(result[i]);
-  });
-  if (!ok) return ctx.unsupported(std::string("dtype ") + dtype_name(x->dtype()));
-  return Status();
+  return write_float_output(ctx, result, x->dtype(), {N, C, Ho, Wo});
 }
 
 }  // namespace
