@@ -9,6 +9,7 @@ packages=(
   protobuf-compiler libprotobuf-dev libonnx-dev libonnx-testdata
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev
+  libdnnl-dev libopenblas-dev libxnnpack-dev libpthreadpool-dev libsqlite3-dev graphviz
   nodejs npm
 )
 

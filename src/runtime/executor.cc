@@ -1,27 +1,122 @@
 #include "runtime/executor.h"
 
 #include <new>
+#include <queue>
 
 namespace tessera {
 
-Result<GraphExecutor> GraphExecutor::create(const Graph& g) {
+namespace {
+// Orders step ids so that every step runs after the producers of what it reads (Kahn's
+// algorithm on the contracted graph, smallest node index first to stay close to graph order).
+Result<std::vector<int>> order_steps(const Graph& g, const std::vector<int>& step_of_node,
+                                     const std::vector<std::vector<int>>& step_nodes) {
+  const int n_steps = static_cast<int>(step_nodes.size());
+  std::vector<std::vector<int>> succ(n_steps);
+  std::vector<int> indegree(n_steps, 0);
+  for (int s = 0; s < n_steps; ++s) {
+    std::vector<char> linked(n_steps, 0);
+    for (int n : step_nodes[s]) {
+      const Node& node = g.node(n);
+      auto link = [&](int v) {
+        if (v == kNoValue || g.value(v).producer < 0) return;
+        int p = step_of_node[g.value(v).producer];
+        if (p == s || linked[p]) return;
+        linked[p] = 1;
+        succ[p].push_back(s);
+        ++indegree[s];
+      };
+      for (int v : node.inputs) link(v);
+      for (int v : node.implicit_inputs) link(v);
+    }
+  }
+  using Item = std::pair<int, int>;  // (first node, step)
+  std::priority_queue<Item, std::vector<Item>, std::greater<>> ready;
+  for (int s = 0; s < n_steps; ++s)
+    if (indegree[s] == 0) ready.push({step_nodes[s].front(), s});
+  std::vector<int> order;
+  while (!ready.empty()) {
+    int s = ready.top().second;
+    ready.pop();
+    order.push_back(s);
+    for (int t : succ[s])
+      if (--indegree[t] == 0) ready.push({step_nodes[t].front(), t});
+  }
+  if (static_cast<int>(order.size()) != n_steps) {
+    return invalid_argument("the partitions of graph '" + g.name +
+                            "' feed each other in a cycle: they cannot run one after another");
+  }
+  return order;
+}
+}  // namespace
+
+Result<GraphExecutor> GraphExecutor::create(const Graph& g, const std::vector<Partition>& partitions,
+                                            const CompileOptions& opts) {
   GraphExecutor e(g);
+  const int n_nodes = g.num_nodes();
+  std::vector<int> step_of_node(n_nodes, -1);
+  std::vector<std::vector<int>> step_nodes;
+  std::vector<const Partition*> step_partition;
+  for (const Partition& p : partitions) {
+    if (p.nodes.capacity() != n_nodes) return internal_error("a partition of another graph");
+    if (p.nodes.empty()) continue;
+    bool is_ref = p.backend == nullptr || p.backend == &ref_backend();
+    for (int n : p.nodes) {
+      if (step_of_node[n] >= 0) return invalid_argument(g.node(n).describe() + " is in two partitions");
+      if (is_ref) {  // reference partitions run node by node
+        step_of_node[n] = static_cast<int>(step_nodes.size());
+        step_nodes.push_back({n});
+        step_partition.push_back(nullptr);
+      }
+    }
+    if (is_ref) continue;
+    for (int n : p.nodes) step_of_node[n] = static_cast<int>(step_nodes.size());
+    step_nodes.push_back(p.nodes.to_vector());
+    step_partition.push_back(&p);
+  }
+  for (int n = 0; n < n_nodes; ++n) {
+    if (step_of_node[n] >= 0) continue;
+    step_of_node[n] = static_cast<int>(step_nodes.size());
+    step_nodes.push_back({n});
+    step_partition.push_back(nullptr);
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::vector<int> order, order_steps(g, step_of_node, step_nodes));
+
   const RefKernelTable& table = RefKernelTable::global();
-  for (const Node& n : g.nodes()) {
-    const RefKernelFn* k = table.find(n.domain, n.op_type);
-    if (!k) return unimplemented(n.describe() + ": no kernel for op '" + n.op_type + "'");
-    e.kernels_.push_back(k);
-    bool has_subgraph = false;
-    for (const auto& [key, a] : n.attrs) has_subgraph |= a.type == Attribute::Type::kGraph;
-    e.has_subgraph_.push_back(has_subgraph);
+  for (int s : order) {
+    Step step;
+    for (int n : step_nodes[s]) {
+      for (int v : g.node(n).inputs)
+        if (v != kNoValue) step.reads.push_back(v);
+      for (int v : g.node(n).implicit_inputs) step.reads.push_back(v);
+    }
+    if (const Partition* p = step_partition[s]) {
+      step.subgraph = std::make_unique<SubGraph>(g, p->nodes);
+      auto kernel = p->backend->compile(*step.subgraph, opts);
+      if (!kernel.ok()) {
+        return Status(kernel.status().code(), p->backend->name() + " cannot compile " + step.subgraph->label() +
+                                                  ": " + kernel.status().message());
+      }
+      step.kernel = std::move(*kernel);
+      step.backend = p->backend;
+    } else {
+      const Node& n = g.node(step_nodes[s].front());
+      step.node = step_nodes[s].front();
+      step.ref = table.find(n.domain, n.op_type);
+      if (!step.ref) return unimplemented(n.describe() + ": no kernel for op '" + n.op_type + "'");
+      for (const auto& [key, a] : n.attrs) step.has_subgraph |= a.type == Attribute::Type::kGraph;
+    }
+    e.steps_.push_back(std::move(step));
   }
   e.use_counts_.assign(g.num_values(), 0);
-  for (const Node& n : g.nodes()) {
-    for (int v : n.inputs)
-      if (v != kNoValue) ++e.use_counts_[v];
-    for (int v : n.implicit_inputs) ++e.use_counts_[v];
-  }
+  for (const Step& st : e.steps_)
+    for (int v : st.reads) ++e.use_counts_[v];
   return e;
+}
+
+std::map<std::string, int> GraphExecutor::steps_per_backend() const {
+  std::map<std::string, int> m;
+  for (const Step& s : steps_) ++m[s.backend ? s.backend->name() : "ref"];
+  return m;
 }
 
 Result<std::vector<Tensor>> GraphExecutor::run(const std::vector<Tensor>& inputs,
@@ -46,45 +141,63 @@ Result<std::vector<Tensor>> GraphExecutor::run(const std::vector<Tensor>& inputs
     return !val.constant && !val.is_graph_output && !val.is_graph_input && !val.is_outer_scope;
   };
   std::vector<int> remaining = use_counts_;
+  // Stores a produced value, releasing it at once when nothing reads it.
+  auto produced = [&](int v, Tensor t, const std::string& who) -> Status {
+    if (!t.defined()) return internal_error(who + ": kernel did not produce value '" + g.value(v).name + "'");
+    values[v] = std::move(t);
+    if (remaining[v] == 0 && owned_here(v)) buffers.release(values[v]);
+    return Status();
+  };
 
-  for (int n = 0; n < g.num_nodes(); ++n) {
-    const Node& node = g.node(n);
-    std::vector<const Tensor*> in;
-    for (int v : node.inputs) in.push_back(v == kNoValue ? nullptr : &tensor_of(v));
-    RefKernelContext ctx(node, std::move(in), buffers, threads);
-    if (has_subgraph_[n]) {
-      std::map<std::string, Tensor> body_outer;
-      for (int v : node.implicit_inputs) body_outer[g.value(v).name] = tensor_of(v);
-      ctx.set_subgraph_runner([&, body_outer](const Graph& body, const std::vector<Tensor>& body_inputs)
-                                  -> Result<std::vector<Tensor>> {
-        TESSERA_ASSIGN_OR_RETURN(GraphExecutor sub, GraphExecutor::create(body));
-        return sub.run(body_inputs, body_outer, buffers, threads, stats);
-      });
-    }
+  for (const Step& step : steps_) {
     Status st;
-    try {
-      st = (*kernels_[n])(ctx);
-    } catch (const std::bad_alloc&) {
-      // Out of memory is bad input here (an absurd shape), not a crash: report it as an error.
-      st = invalid_argument(node.describe() + ": out of memory allocating its outputs");
-    }
-    TESSERA_RETURN_IF_ERROR(st);
-    for (size_t o = 0; o < node.outputs.size(); ++o) {
-      int v = node.outputs[o];
-      if (v == kNoValue) continue;
-      if (!ctx.outputs()[o].defined()) {
-        return internal_error(node.describe() + ": kernel did not produce output " + std::to_string(o));
+    if (step.kernel) {
+      const SubGraph& sg = *step.subgraph;
+      std::vector<const Tensor*> in;
+      for (int v : sg.inputs()) in.push_back(&tensor_of(v));
+      std::vector<Tensor> out(sg.outputs().size());
+      KernelRunContext kctx{buffers, threads};
+      try {
+        st = step.kernel->run(in, out, kctx);
+      } catch (const std::bad_alloc&) {
+        st = invalid_argument(sg.label() + ": out of memory");
       }
-      values[v] = std::move(ctx.outputs()[o]);
-      if (remaining[v] == 0 && owned_here(v)) buffers.release(values[v]);
+      if (!st.ok()) return Status(st.code(), step.backend->name() + " kernel " + sg.label() + ": " + st.message());
+      if (out.size() != sg.outputs().size()) return internal_error(sg.label() + ": wrong number of kernel outputs");
+      for (size_t o = 0; o < out.size(); ++o)
+        TESSERA_RETURN_IF_ERROR(produced(sg.outputs()[o], std::move(out[o]), sg.label()));
+      stats.nodes_run += sg.size();
+    } else {
+      const Node& node = g.node(step.node);
+      std::vector<const Tensor*> in;
+      for (int v : node.inputs) in.push_back(v == kNoValue ? nullptr : &tensor_of(v));
+      RefKernelContext ctx(node, std::move(in), buffers, threads);
+      if (step.has_subgraph) {
+        std::map<std::string, Tensor> body_outer;
+        for (int v : node.implicit_inputs) body_outer[g.value(v).name] = tensor_of(v);
+        ctx.set_subgraph_runner([&, body_outer](const Graph& body, const std::vector<Tensor>& body_inputs)
+                                    -> Result<std::vector<Tensor>> {
+          TESSERA_ASSIGN_OR_RETURN(GraphExecutor sub, GraphExecutor::create(body));
+          return sub.run(body_inputs, body_outer, buffers, threads, stats);
+        });
+      }
+      try {
+        st = (*step.ref)(ctx);
+      } catch (const std::bad_alloc&) {
+        // Out of memory is bad input here (an absurd shape), not a crash: report it as an error.
+        st = invalid_argument(node.describe() + ": out of memory allocating its outputs");
+      }
+      TESSERA_RETURN_IF_ERROR(st);
+      for (size_t o = 0; o < node.outputs.size(); ++o) {
+        int v = node.outputs[o];
+        if (v == kNoValue) continue;
+        TESSERA_RETURN_IF_ERROR(produced(v, std::move(ctx.outputs()[o]), node.describe()));
+      }
+      ++stats.nodes_run;
     }
     // Liveness: a value's buffer returns to the pool after its last consumer.
-    auto consumed = [&](int v) {
-      if (v != kNoValue && !g.value(v).constant && --remaining[v] == 0 && owned_here(v)) buffers.release(values[v]);
-    };
-    for (int v : node.inputs) consumed(v);
-    for (int v : node.implicit_inputs) consumed(v);
-    ++stats.nodes_run;
+    for (int v : step.reads)
+      if (!g.value(v).constant && --remaining[v] == 0 && owned_here(v)) buffers.release(values[v]);
   }
   std::vector<Tensor> out;
   for (int v : g.outputs()) out.push_back(tensor_of(v));

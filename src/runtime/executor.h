@@ -1,14 +1,17 @@
-// GraphExecutor: runs one graph's nodes in order on the reference kernels, returning each value's
-// buffer to the pool after its last consumer. Subgraphs (If/Loop/Scan bodies) run through nested
+// GraphExecutor: runs one graph as a sequence of steps — a reference kernel for a single node, or
+// a compiled backend Kernel for a partition — in dependency order, returning each value's buffer
+// to the pool after its last consumer. Subgraphs (If/Loop/Scan bodies) run through nested
 // executors that share the pool and the threads.
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/ref/ref_kernel.h"
 #include "runtime/buffer_pool.h"
+#include "runtime/placement.h"
 
 namespace tessera {
 
@@ -20,19 +23,33 @@ struct RunStats {
 
 class GraphExecutor {
  public:
-  // Resolves a kernel for every node; fails naming the first node without one.
-  static Result<GraphExecutor> create(const Graph& g);
+  // Compiles every partition on its backend and resolves a reference kernel for every other
+  // node; fails naming the first node without one, or when the partitions, contracted, do not
+  // form a DAG (they cannot run one after another).
+  static Result<GraphExecutor> create(const Graph& g, const std::vector<Partition>& partitions = {},
+                                      const CompileOptions& opts = {});
 
   // inputs: one tensor per graph input, in order. outer: tensors of the values this graph reads
   // from enclosing graphs, by name. Returns the graph outputs in order.
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const std::map<std::string, Tensor>& outer,
                                   BufferPool& buffers, ThreadPool* threads, RunStats& stats) const;
 
+  // Steps run by each backend (by name), for reports.
+  std::map<std::string, int> steps_per_backend() const;
+
  private:
+  struct Step {
+    int node = -1;                       // a reference step: this node
+    const RefKernelFn* ref = nullptr;
+    bool has_subgraph = false;
+    std::unique_ptr<SubGraph> subgraph;  // a compiled step: its partition and kernel
+    std::unique_ptr<Kernel> kernel;
+    const Backend* backend = nullptr;
+    std::vector<int> reads;  // values consumed, once per use (for liveness)
+  };
   explicit GraphExecutor(const Graph& g) : graph_(&g) {}
   const Graph* graph_;
-  std::vector<const RefKernelFn*> kernels_;
-  std::vector<bool> has_subgraph_;  // per node: an If/Loop/Scan-style body to run
+  std::vector<Step> steps_;
   std::vector<int> use_counts_;  // per value: consuming node inputs (explicit and implicit)
 };
 

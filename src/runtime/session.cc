@@ -11,12 +11,30 @@ Result<std::unique_ptr<Session>> Session::from_graph(Graph graph, const SessionO
   std::unique_ptr<Session> s(new Session());
   s->graph_ = std::make_unique<Graph>(std::move(graph));
   s->pool_ = std::make_unique<ThreadPool>(opts.threads);
-  TESSERA_ASSIGN_OR_RETURN(GraphExecutor e, GraphExecutor::create(*s->graph_));
-  s->executor_.emplace(std::move(e));
+  s->backend_ = opts.backend;
+  TESSERA_RETURN_IF_ERROR(s->compile());
   return s;
 }
 
-void Session::set_threads(int n) { pool_ = std::make_unique<ThreadPool>(n); }
+Status Session::compile() {
+  std::vector<Partition> parts;
+  if (!backend_.empty() && backend_ != "ref") {
+    const Backend* b = find_backend(backend_);
+    if (!b) return invalid_argument("unknown backend '" + backend_ + "' (this build has: " + backend_names() + ")");
+    if (Status st = b->available(); !st.ok()) return Status(st.code(), "backend '" + backend_ + "' is not available: " + st.message());
+    TESSERA_ASSIGN_OR_RETURN(parts, place_on_backend(*graph_, *b));
+  }
+  CompileOptions copts;
+  copts.threads = pool_->num_threads();
+  TESSERA_ASSIGN_OR_RETURN(GraphExecutor e, GraphExecutor::create(*graph_, parts, copts));
+  executor_.emplace(std::move(e));
+  return Status();
+}
+
+Status Session::set_threads(int n) {
+  pool_ = std::make_unique<ThreadPool>(n);
+  return compile();
+}
 
 std::vector<std::pair<std::string, TensorType>> Session::input_types() const {
   std::vector<std::pair<std::string, TensorType>> v;

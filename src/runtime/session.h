@@ -20,6 +20,9 @@ namespace tessera {
 
 struct SessionOptions {
   int threads = 1;
+  // "" or "ref": reference kernels only. Otherwise a backend name: every node it supports runs
+  // on it (grouped as its fusion style allows), the rest on the reference kernels.
+  std::string backend;
   OnnxImportOptions import;
 };
 
@@ -30,7 +33,10 @@ class Session {
 
   const Graph& graph() const { return *graph_; }
   int threads() const { return pool_->num_threads(); }
-  void set_threads(int n);
+  // Recompiles the backend kernels for n threads.
+  Status set_threads(int n);
+  // Steps run by each backend (by name).
+  std::map<std::string, int> steps_per_backend() const { return executor_->steps_per_backend(); }
 
   // Names and declared types of the graph inputs and outputs.
   std::vector<std::pair<std::string, TensorType>> input_types() const;
@@ -44,6 +50,9 @@ class Session {
   Session() = default;
 
   std::unique_ptr<Graph> graph_;  // stable address: the executor points into it
+  Status compile();
+
+  std::string backend_;
   std::optional<GraphExecutor> executor_;
   std::unique_ptr<ThreadPool> pool_;
   BufferPool buffers_;

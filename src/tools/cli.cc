@@ -12,6 +12,7 @@ int run_cli(int argc, char** argv) {
   add_run_command(app, exit_code);
   add_info_command(app, exit_code);
   add_conformance_command(app, exit_code);
+  add_backends_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -15,5 +15,6 @@ int run_cli(int argc, char** argv);
 void add_run_command(CLI::App& app, int& exit_code);
 void add_info_command(CLI::App& app, int& exit_code);
 void add_conformance_command(CLI::App& app, int& exit_code);
+void add_backends_command(CLI::App& app, int& exit_code);
 
 }  // namespace tessera

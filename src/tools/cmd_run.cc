@@ -21,6 +21,7 @@ struct RunOptions {
   std::vector<std::string> shapes;  // NAME=1x3x640x640
   std::string output_dir;
   int threads = 1;
+  std::string backend = "ref";
   int repeat = 1;
   int warmup = 1;
   uint64_t seed = 0;
@@ -144,6 +145,7 @@ int run_model(const RunOptions& o) {
   if (o.threads < 1 || o.repeat < 1 || o.warmup < 0) return fail(invalid_argument("--threads and --repeat must be >= 1"));
   SessionOptions so;
   so.threads = o.threads;
+  so.backend = o.backend;
   auto session = Session::load(o.model, so);
   if (!session.ok()) return fail(session.status());
   auto inputs = make_inputs(**session, o);
@@ -178,6 +180,8 @@ int run_model(const RunOptions& o) {
   nlohmann::json j;
   j["model"] = o.model;
   j["threads"] = o.threads;
+  j["backend"] = o.backend;
+  j["steps_per_backend"] = (*session)->steps_per_backend();
   j["repeat"] = o.repeat;
   j["latency_ms"] = {{"min", min_ms}, {"median", median_ms}, {"all", times_ms}};
   j["peak_intermediate_bytes"] = rs.peak_bytes;
@@ -197,6 +201,9 @@ int run_model(const RunOptions& o) {
                 dims_to_string(t.dims()).c_str(), s.min, s.max, s.mean, s.stddev);
   }
   std::printf("latency: min %.3f ms, median %.3f ms over %d run(s), %d thread(s)\n", min_ms, median_ms, o.repeat, o.threads);
+  std::string steps;
+  for (const auto& [b, n] : (*session)->steps_per_backend()) steps += (steps.empty() ? "" : ", ") + b + " " + std::to_string(n);
+  std::printf("steps: %s\n", steps.c_str());
   std::printf("peak intermediate memory: %.2f MiB\n", rs.peak_bytes / 1048576.0);
   return 0;
 }
@@ -211,6 +218,9 @@ void add_run_command(CLI::App& app, int& exit_code) {
   sub->add_option("--shape", o->shapes, "NAME=1x3x640x640: shape of a random input with dynamic dims (repeatable)");
   sub->add_option("--output-dir", o->output_dir, "Write each output as DIR/<output name>.npy");
   sub->add_option("--threads", o->threads, "Threads for kernels")->capture_default_str();
+  sub->add_option("--backend", o->backend,
+                  "Run every node this backend supports on it, the rest on ref (see `tessera backends`)")
+      ->capture_default_str();
   sub->add_option("--repeat", o->repeat, "Timed runs (min and median are reported)")->capture_default_str();
   sub->add_option("--warmup", o->warmup, "Untimed runs before timing")->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed for random inputs")->capture_default_str();

@@ -1,0 +1,87 @@
+// The backend interface: what a kernel library can run and how it compiles a subgraph.
+//
+// A Backend says what it can take (supports(): per node, with the reason when it cannot; its
+// fusion style; accepts(): the final word on a whole group) and compiles a SubGraph into a Kernel.
+// A backend never decides placement: the partitioner (or `--backend`) does.
+//
+// A Kernel is prepared once (weights packed, primitives created, for a fixed thread count) and
+// run many times. It receives one tensor per SubGraph::inputs() and returns one per outputs().
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/ref/ref_kernel.h"
+#include "ir/graph.h"
+#include "ir/parallel.h"
+#include "ir/status.h"
+#include "ir/subgraph.h"
+#include "ir/tensor.h"
+
+namespace tessera {
+
+// How a backend groups nodes (Collage's fusion styles).
+enum class FusionStyle {
+  kNone,       // one node per kernel
+  kTvmLike,    // groups by op kind (elementwise chains, an anchor op plus its elementwise tail)
+  kArbitrary,  // any convex group of supported nodes, up to max_fusion_depth()
+};
+const char* fusion_style_name(FusionStyle s);
+
+struct CompileOptions {
+  int threads = 1;  // the session's thread count: the kernel runs with exactly this many
+};
+
+struct KernelRunContext {
+  TensorAllocator& alloc;  // output buffers come from here (the runtime reuses them by liveness)
+  ThreadPool* pool;        // the session's pool, for backends that use tessera's threads
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  // inputs[i] is the tensor of SubGraph::inputs()[i]; fills outputs (resized by the caller to
+  // SubGraph::outputs().size()) in that order.
+  virtual Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
+                     KernelRunContext& ctx) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // The library's version, e.g. "oneDNN 2.6.3".
+  virtual std::string version() const = 0;
+  // Checked at run time: the library loads, the CPU has the features the kernels need.
+  virtual Status available() const = 0;
+  virtual FusionStyle fusion_style() const = 0;
+  // Longest chain of nodes one kernel may hold (kArbitrary; 1 for kNone).
+  virtual int max_fusion_depth() const { return fusion_style() == FusionStyle::kNone ? 1 : 64; }
+
+  // Whether node n of g can run here, alone or in a group: ok, or why not ("grouped
+  // ConvTranspose not supported"). Types and shapes are the graph's (known after import).
+  virtual Status supports(const Graph& g, int n) const = 0;
+  // Whether a whole group of supported nodes can be one kernel (fusion rules beyond single
+  // nodes). The default accepts single nodes only.
+  virtual Status accepts(const SubGraph& sg) const;
+
+  // The patterns this backend claims, as rows of `tessera backends`' support matrix and keys of
+  // the differential harness: an op type ("Conv"), or a chain whose first op feeds the next
+  // ("Conv+Relu", "MatMul+Add+Gelu"). Every claimed pattern must have a harness case.
+  virtual std::vector<std::string> claimed_patterns() const = 0;
+
+  virtual Result<std::unique_ptr<Kernel>> compile(const SubGraph& sg, const CompileOptions& opts) const = 0;
+};
+
+// Every backend compiled in (by the TESSERA_WITH_* CMake options), in a fixed order; "ref" first.
+const std::vector<const Backend*>& all_backends();
+// The backend called `name`, or nullptr.
+const Backend* find_backend(const std::string& name);
+// Names of all compiled-in backends, comma separated (for error messages and --help).
+std::string backend_names();
+
+// The reference backend as a Backend (single nodes, every op with a ref kernel).
+const Backend& ref_backend();
+
+}  // namespace tessera

@@ -1,0 +1,60 @@
+#include "runtime/placement.h"
+
+#include <algorithm>
+
+namespace tessera {
+
+int subgraph_depth(const Graph& g, const NodeSet& s) {
+  std::vector<int> depth(g.num_nodes(), 0);
+  int best = 0;
+  for (int n : s) {
+    int d = 1;
+    for (int v : g.node(n).inputs) {
+      if (v == kNoValue) continue;
+      int p = g.value(v).producer;
+      if (p >= 0 && s.contains(p)) d = std::max(d, depth[p] + 1);
+    }
+    depth[n] = d;
+    best = std::max(best, d);
+  }
+  return best;
+}
+
+Result<std::vector<Partition>> place_on_backend(const Graph& g, const Backend& backend) {
+  TESSERA_RETURN_IF_ERROR(backend.available());
+  const int n_nodes = g.num_nodes();
+  std::vector<NodeSet> groups;            // by group id; emptied when merged away
+  std::vector<int> group_of(n_nodes, -1);  // node -> group id
+  const bool fuse = backend.fusion_style() != FusionStyle::kNone;
+  Reachability reach(g);
+  for (int n = 0; n < n_nodes; ++n) {
+    if (!backend.supports(g, n).ok()) continue;
+    int mine = static_cast<int>(groups.size());
+    groups.push_back(NodeSet::of(n_nodes, {n}));
+    group_of[n] = mine;
+    if (!fuse) continue;
+    // Join the groups of the node's producers, one at a time, while the result stays valid.
+    for (int v : g.node(n).inputs) {
+      if (v == kNoValue || g.value(v).producer < 0) continue;
+      int other = group_of[g.value(v).producer];
+      if (other < 0 || other == mine) continue;
+      NodeSet merged = groups[mine] | groups[other];
+      if (subgraph_depth(g, merged) > backend.max_fusion_depth() || !reach.is_convex(merged)) continue;
+      if (!backend.accepts(SubGraph(g, merged)).ok()) continue;
+      for (int m : groups[other]) group_of[m] = mine;
+      groups[mine] = std::move(merged);
+      groups[other] = NodeSet(n_nodes);
+    }
+  }
+  std::vector<Partition> parts;
+  for (NodeSet& s : groups) {
+    if (s.empty()) continue;
+    // A group the backend will not take whole falls back to single nodes it accepts.
+    if (s.count() > 1 || backend.accepts(SubGraph(g, s)).ok()) {
+      parts.push_back({std::move(s), &backend});
+    }
+  }
+  return parts;
+}
+
+}  // namespace tessera

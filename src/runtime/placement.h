@@ -1,0 +1,27 @@
+// Placement: which backend runs which nodes. A Partition is a group of nodes one backend compiles
+// into one kernel; nodes in no partition run on the reference kernels.
+//
+// place_on_backend is the simple placement behind `tessera run --backend NAME`: every node the
+// backend supports goes to it, grouped as its fusion style allows (greedily, in execution order,
+// keeping every group convex); the partitioner (`tessera optimize`) chooses by measurement instead.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "ir/node_set.h"
+
+namespace tessera {
+
+struct Partition {
+  NodeSet nodes;
+  const Backend* backend = nullptr;
+};
+
+Result<std::vector<Partition>> place_on_backend(const Graph& g, const Backend& backend);
+
+// Longest chain of nodes inside `s` (1 for a single node).
+int subgraph_depth(const Graph& g, const NodeSet& s);
+
+}  // namespace tessera
