@@ -192,6 +192,16 @@ TEST(NativeEltwise, ChainWithSeveralOutputsAndConstants) {
   expect_matches_ref(t, 1e-6, "chain");
 }
 
+TEST(NativeEltwise, LargeOutputsStreamOutUnlessReadBack) {
+  // Above 1M elements outputs nobody reads back are stored non-temporally; y1 is also read.
+  TestGraph t;
+  int x = t.input({3, 517, 701}), z = t.input({517, 1});
+  int y1 = t.op("Add", {x, z});
+  int y2 = t.op("Sigmoid", {t.op("Mul", {y1, x})});
+  t.finish({y2, y1});
+  expect_matches_ref(t, 2e-6, "streamed outputs");
+}
+
 TEST(NativeEltwise, PowSpecialExponentsAndGeneral) {
   for (float e : {1.f, 2.f, 3.f, 0.5f, -1.f, 0.f, 1.7f}) {
     TestGraph t;
@@ -263,6 +273,7 @@ TEST(NativeGemm, MatMulShapesBatchingAndBroadcast) {
   const std::vector<std::pair<Dims, Dims>> shapes = {
       {{37, 300}, {300, 71}},  {{2, 1, 5, 7}, {3, 7, 4}}, {{7}, {7, 40}},         {{3, 5, 7}, {7}},
       {{4, 33, 65}, {65, 33}}, {{1, 513}, {513, 97}},     {{2, 3, 29, 31}, {2, 3, 31, 30}},
+      {{3, 1300}, {1300, 70}},
   };
   for (const auto& [a, b] : shapes) {
     for (bool constant_b : {false, true}) {

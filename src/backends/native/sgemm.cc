@@ -119,7 +119,7 @@ void sgemm_batched(const IsaKernels& isa, const GemmShape& s, const std::vector<
 
   const int64_t m_panels = ceil_div(s.m, bl.mr), n_panels = ceil_div(s.n, bl.nr);
   parallel(pool, batches * slabs, 1, [&](int64_t t0, int64_t t1) {
-    ScratchBuffer a_pack(bl.mc * kKc);
+    ScratchBuffer a_pack(std::max<int64_t>(bl.mc * kKc, 16384 + bl.mr * kKc));
     ScratchBuffer hook_scratch(hooks.scratch_floats);
     std::unique_ptr<ScratchBuffer> own_b;
     if (pack_per_task) own_b = std::make_unique<ScratchBuffer>(b_floats);
@@ -135,13 +135,16 @@ void sgemm_batched(const IsaKernels& isa, const GemmShape& s, const std::vector<
       const int64_t m1 = std::min(s.m, (im + 1) * ceil_div(m_panels, tm) * bl.mr);
       const int64_t n0 = std::min(s.n, in * ceil_div(n_panels, tn) * bl.nr);
       const int64_t n1 = std::min(s.n, (in + 1) * ceil_div(n_panels, tn) * bl.nr);
+      // One row panel (GEMV-like) reuses no B panel across rows: no k blocking then, so each B
+      // panel streams through in one piece while the A panel (<= 16K floats) stays in L2.
+      const int64_t kc_max = m1 - m0 <= bl.mr ? std::max<int64_t>(kKc, 16384 / bl.mr) : kKc;
       for (int64_t jc = n0; jc < n1; jc += bl.nc) {
         const int64_t nc = std::min(bl.nc, n1 - jc);
         for (int64_t ic = m0; ic < m1; ic += bl.mc) {
           const int64_t mc = std::min(bl.mc, m1 - ic);
           if (hooks.init) hooks.init(batch, ic, ic + mc, jc, jc + nc, hook_scratch.data());
-          for (int64_t pc = 0; pc < s.k; pc += kKc) {
-            const int64_t kc = std::min(kKc, s.k - pc);
+          for (int64_t pc = 0; pc < s.k; pc += kc_max) {
+            const int64_t kc = std::min(kc_max, s.k - pc);
             pack_a(op.a, s.a_rs, s.a_cs, ic, mc, pc, kc, bl.mr, s.alpha, a_pack.data());
             const bool accumulate = pc > 0 || static_cast<bool>(hooks.init);
             for (int64_t jr = jc; jr < jc + nc; jr += bl.nr) {
