@@ -130,7 +130,8 @@ class ConvKernel final : public Kernel {
     float* y = outputs[0].data<float>();
     const int64_t icpg = p_.in_channels / p_.group, ocpg = p_.out_channels / p_.group;
     const int64_t rows = icpg * p_.kernel_size(), plane = p_.out_plane();
-    std::vector<float> col(p_.direct ? 0 : static_cast<size_t>(rows * plane));
+    const bool spread_groups = p_.group > 1 && ctx.pool && threads_ > 1;
+    std::vector<float> col(p_.direct || spread_groups ? 0 : static_cast<size_t>(rows * plane));
     if (bias) {
       for (int64_t n = 0; n < p_.batch; ++n)
         for (int64_t m = 0; m < p_.out_channels; ++m) {
@@ -138,25 +139,44 @@ class ConvKernel final : public Kernel {
           std::fill(dst, dst + plane, bias[m]);
         }
     }
-    openblas_set_num_threads(threads_);
-    for (int64_t n = 0; n < p_.batch; ++n) {
-      for (int64_t g = 0; g < p_.group; ++g) {
-        const float* xg = x + (n * p_.in_channels + g * icpg) * p_.in_plane();
-        const float* b = xg;
-        if (!p_.direct) {
-          auto fill = [&](int64_t c0, int64_t c1) { im2col(p_, xg, c0, c1, col.data()); };
-          if (ctx.pool) {
-            ctx.pool->parallel_for(icpg, std::max<int64_t>(1, 16384 / (p_.kernel_size() * plane)), fill);
-          } else {
-            fill(0, icpg);
-          }
-          b = col.data();
+    auto gemm = [&](int64_t n, int64_t g, const float* cols) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(ocpg),
+                  static_cast<blasint>(plane), static_cast<blasint>(rows), 1.0f, w + g * ocpg * rows,
+                  static_cast<blasint>(rows), cols, static_cast<blasint>(plane), bias ? 1.0f : 0.0f,
+                  y + (n * p_.out_channels + g * ocpg) * plane, static_cast<blasint>(plane));
+    };
+    auto image = [&](int64_t n, int64_t g) {
+      return x + (n * p_.in_channels + g * icpg) * p_.in_plane();
+    };
+    const int64_t units = p_.batch * p_.group;
+    if (spread_groups) {
+      // Many small products (grouped, depthwise): one single-threaded sgemm per group, the groups
+      // spread over the session's threads.
+      openblas_set_num_threads(1);
+      ctx.pool->parallel_for(units, 1, [&](int64_t u0, int64_t u1) {
+        std::vector<float> own(p_.direct ? 0 : static_cast<size_t>(rows * plane));
+        for (int64_t u = u0; u < u1; ++u) {
+          const int64_t n = u / p_.group, g = u % p_.group;
+          if (!p_.direct) im2col(p_, image(n, g), 0, icpg, own.data());
+          gemm(n, g, p_.direct ? image(n, g) : own.data());
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(ocpg),
-                    static_cast<blasint>(plane), static_cast<blasint>(rows), 1.0f, w + g * ocpg * rows,
-                    static_cast<blasint>(rows), b, static_cast<blasint>(plane), bias ? 1.0f : 0.0f,
-                    y + (n * p_.out_channels + g * ocpg) * plane, static_cast<blasint>(plane));
+      });
+      return Status();
+    }
+    openblas_set_num_threads(threads_);
+    for (int64_t u = 0; u < units; ++u) {
+      const int64_t n = u / p_.group, g = u % p_.group;
+      if (p_.direct) {
+        gemm(n, g, image(n, g));
+        continue;
       }
+      auto fill = [&](int64_t c0, int64_t c1) { im2col(p_, image(n, g), c0, c1, col.data()); };
+      if (ctx.pool) {
+        ctx.pool->parallel_for(icpg, std::max<int64_t>(1, 16384 / (p_.kernel_size() * plane)), fill);
+      } else {
+        fill(0, icpg);
+      }
+      gemm(n, g, col.data());
     }
     return Status();
   }
