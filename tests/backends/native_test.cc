@@ -8,9 +8,9 @@
 
 #include "backends/backend.h"
 #include "backends/harness.h"
-#include "backends/test_graph.h"
 #include "backends/native/isa.h"
 #include "backends/native/native_compile.h"
+#include "backends/test_graph.h"
 #include "ops/op_registry.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/executor.h"
@@ -19,8 +19,8 @@ namespace tessera {
 namespace {
 
 using testing_graph::Dims;
-using testing_graph::TestGraph;
 using testing_graph::run_ref;
+using testing_graph::TestGraph;
 
 std::vector<const native::IsaKernels*> isas() {
   std::vector<const native::IsaKernels*> v = {&native::scalar_kernels()};
@@ -79,7 +79,8 @@ TEST(NativeMath, TranscendentalsMatchStdWithinAFewUlp) {
       {native::MathFn::kExpm1, "expm1", [](double x) { return std::expm1(x); }, -20, 20},
       {native::MathFn::kLog, "log", [](double x) { return std::log(x); }, 1e-30, 1e30},
       {native::MathFn::kTanh, "tanh", [](double x) { return std::tanh(x); }, -12, 12},
-      {native::MathFn::kSigmoid, "sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }, -80, 80},
+      {native::MathFn::kSigmoid, "sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }, -80,
+       80},
       {native::MathFn::kErf, "erf", [](double x) { return std::erf(x); }, -5, 5},
   };
   const int n = 200003;
@@ -89,7 +90,7 @@ TEST(NativeMath, TranscendentalsMatchStdWithinAFewUlp) {
       const double t = static_cast<double>(i) / (n - 1);
       // log spans orders of magnitude; the others a linear range (0 and tiny values included).
       x[i] = f.fn == native::MathFn::kLog ? static_cast<float>(f.lo * std::pow(f.hi / f.lo, t))
-                                         : static_cast<float>(f.lo + (f.hi - f.lo) * t);
+                                          : static_cast<float>(f.lo + (f.hi - f.lo) * t);
     }
     x[n / 2] = 0.f;
     x[n / 3] = 1e-7f;
@@ -102,7 +103,8 @@ TEST(NativeMath, TranscendentalsMatchStdWithinAFewUlp) {
         const double err = std::fabs(y[i] - want) / std::max(std::fabs(want), 1e-30);
         if (err > worst) worst = err, at = x[i];
       }
-      EXPECT_LE(worst, 2e-6) << f.name << " on " << native::isa_name(isa->isa) << " worst at x = " << at;
+      EXPECT_LE(worst, 2e-6) << f.name << " on " << native::isa_name(isa->isa)
+                             << " worst at x = " << at;
     }
   }
 }
@@ -141,22 +143,24 @@ TEST(NativeMath, SpecialValues) {
 }
 
 TEST(NativeEltwise, EveryOpAlone) {
-  for (const std::string& op : {"Relu", "Sigmoid", "Tanh", "Exp", "Abs", "Neg", "Erf", "HardSwish", "HardSigmoid",
-                                "LeakyRelu", "Elu"}) {
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Exp", "Abs", "Neg", "Erf", "HardSwish",
+                         "HardSigmoid", "LeakyRelu", "Elu"}) {
     TestGraph t;
     int y = t.op(op, {t.input({3, 37, 41})});
     t.finish({y});
     expect_matches_ref(t, 2e-6, op);
   }
-  for (const std::string& op : {"Log", "Sqrt"}) {
+  for (const char* op : {"Log", "Sqrt"}) {
     TestGraph t;
     int y = t.op(op, {t.input({5, 1003}, 0.01f, 9.f)});
     t.finish({y});
     expect_matches_ref(t, 2e-6, op);
   }
-  for (const std::string& op : {"Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu"}) {
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu"}) {
     TestGraph t;
-    int y = t.op(op, {t.input({2, 3, 17, 19}), t.input(op == "PRelu" ? Dims{3, 1, 1} : Dims{2, 3, 17, 19}, 0.5f, 2.f)});
+    int y = t.op(
+        op, {t.input({2, 3, 17, 19}),
+             t.input(std::string(op) == "PRelu" ? Dims{3, 1, 1} : Dims{2, 3, 17, 19}, 0.5f, 2.f)});
     t.finish({y});
     expect_matches_ref(t, 1e-7, op);
   }
@@ -165,8 +169,13 @@ TEST(NativeEltwise, EveryOpAlone) {
 TEST(NativeEltwise, GeneralBroadcastingAndShortRows) {
   // Two-sided broadcasts, a scalar, a per-row vector and rows shorter than a tile.
   const std::vector<std::pair<Dims, Dims>> shapes = {
-      {{2, 1, 5, 1}, {1, 3, 1, 4}}, {{4, 1}, {1, 1000}}, {{1}, {3, 5, 7}}, {{7, 3, 1, 2}, {3, 5, 1}},
-      {{2, 9, 1, 1}, {2, 9, 33, 35}}, {{}, {6, 6}}, {{1025}, {3, 1025}},
+      {{2, 1, 5, 1}, {1, 3, 1, 4}},
+      {{4, 1}, {1, 1000}},
+      {{1}, {3, 5, 7}},
+      {{7, 3, 1, 2}, {3, 5, 1}},
+      {{2, 9, 1, 1}, {2, 9, 33, 35}},
+      {{}, {6, 6}},
+      {{1025}, {3, 1025}},
   };
   for (const auto& [a, b] : shapes) {
     TestGraph t;
@@ -185,7 +194,8 @@ TEST(NativeEltwise, ChainWithSeveralOutputsAndConstants) {
   int w = t.constant({1, 16, 1, 1}), b = t.constant({16, 1, 1});
   int lo = t.constant(Tensor::scalar<float>(0.f)), hi = t.constant(Tensor::scalar<float>(6.f));
   int y1 = t.op("Clip", {t.op("Add", {t.op("Mul", {x, w}), b}), lo, hi});
-  int y2 = t.op("Div", {t.op("Mul", {y1, t.op("HardSigmoid", {x})}), t.constant(Tensor::scalar<float>(6.f))});
+  int y2 = t.op(
+      "Div", {t.op("Mul", {y1, t.op("HardSigmoid", {x})}), t.constant(Tensor::scalar<float>(6.f))});
   int y3 = t.op("Sub", {x, t.constant(Tensor::scalar<float>(1.f))});
   int y4 = t.op("Max", {y2, y3, t.op("Min", {y1, y3})});
   t.finish({y1, y4, y3});
@@ -228,7 +238,7 @@ TEST(NativeReduce, AxesKeepdimsAndOpsets) {
       {"ReduceMean", {2, 3, 17, 19}, {2, 3}, 1}, {"ReduceSum", {2, 3, 17, 19}, {1}, 0},
       {"ReduceMax", {2, 3, 17, 19}, {0, 2}, 1},  {"ReduceMean", {4, 100003}, {1}, 0},
       {"ReduceSum", {1, 300000}, {}, 1},         {"ReduceMax", {5, 7, 9}, {-1}, 1},
-      {"ReduceMax", {3, 40, 77}, {1}, 0},         {"ReduceSum", {6, 1, 5}, {1}, 1},
+      {"ReduceMax", {3, 40, 77}, {1}, 0},        {"ReduceSum", {6, 1, 5}, {1}, 1},
   };
   for (const Case& c : cases) {
     for (int opset : {13, 18}) {
@@ -241,7 +251,8 @@ TEST(NativeReduce, AxesKeepdimsAndOpsets) {
       if (!axes_input && !c.axes.empty()) attrs["axes"] = Attribute::of_ints(c.axes);
       int y = t.op(c.op, in, attrs);
       t.finish({y});
-      expect_matches_ref(t, 2e-6, c.op + " " + dims_to_string(c.dims) + " opset " + std::to_string(opset));
+      expect_matches_ref(t, 2e-6,
+                         c.op + " " + dims_to_string(c.dims) + " opset " + std::to_string(opset));
     }
   }
 }
@@ -251,9 +262,11 @@ TEST(NativeSoftmax, AxisSemanticsOfBothOpsets) {
     for (int64_t axis : {-1, 1, 0, 2}) {
       TestGraph t;
       t.opset = opset;
-      int y = t.op("Softmax", {t.input({3, 5, 33}, -8.f, 8.f)}, {{"axis", Attribute::of_int(axis)}});
+      int y =
+          t.op("Softmax", {t.input({3, 5, 33}, -8.f, 8.f)}, {{"axis", Attribute::of_int(axis)}});
       t.finish({y});
-      expect_matches_ref(t, 2e-6, "Softmax opset " + std::to_string(opset) + " axis " + std::to_string(axis));
+      expect_matches_ref(
+          t, 2e-6, "Softmax opset " + std::to_string(opset) + " axis " + std::to_string(axis));
     }
   }
 }
@@ -263,7 +276,8 @@ TEST(NativeLayerNorm, AxesScaleBiasAndStatistics) {
     TestGraph t;
     int x = t.input({4, 6, 37}, -3.f, 5.f);
     int scale = t.constant({37}), bias = t.input(axis == -1 ? Dims{37} : Dims{6, 37});
-    std::vector<int> out = t.node("LayerNormalization", {x, scale, bias}, {{"axis", Attribute::of_int(axis)}}, 3);
+    std::vector<int> out =
+        t.node("LayerNormalization", {x, scale, bias}, {{"axis", Attribute::of_int(axis)}}, 3);
     t.finish(out);
     expect_matches_ref(t, 2e-6, "LayerNormalization axis " + std::to_string(axis));
   }
@@ -271,8 +285,13 @@ TEST(NativeLayerNorm, AxesScaleBiasAndStatistics) {
 
 TEST(NativeGemm, MatMulShapesBatchingAndBroadcast) {
   const std::vector<std::pair<Dims, Dims>> shapes = {
-      {{37, 300}, {300, 71}},  {{2, 1, 5, 7}, {3, 7, 4}}, {{7}, {7, 40}},         {{3, 5, 7}, {7}},
-      {{4, 33, 65}, {65, 33}}, {{1, 513}, {513, 97}},     {{2, 3, 29, 31}, {2, 3, 31, 30}},
+      {{37, 300}, {300, 71}},
+      {{2, 1, 5, 7}, {3, 7, 4}},
+      {{7}, {7, 40}},
+      {{3, 5, 7}, {7}},
+      {{4, 33, 65}, {65, 33}},
+      {{1, 513}, {513, 97}},
+      {{2, 3, 29, 31}, {2, 3, 31, 30}},
       {{3, 1300}, {1300, 70}},
   };
   for (const auto& [a, b] : shapes) {
@@ -297,10 +316,15 @@ TEST(NativeGemm, GemmTransposesAlphaBetaAndBias) {
         int b = t.constant(tb ? Dims{n, k} : Dims{k, n});
         std::vector<int> in = {a, b};
         if (!c.empty()) in.push_back(t.constant(c));
-        int y = t.op("Gemm", in, {{"transA", Attribute::of_int(ta)}, {"transB", Attribute::of_int(tb)},
-                                  {"alpha", Attribute::of_float(0.5f)}, {"beta", Attribute::of_float(1.5f)}});
+        int y = t.op("Gemm", in,
+                     {{"transA", Attribute::of_int(ta)},
+                      {"transB", Attribute::of_int(tb)},
+                      {"alpha", Attribute::of_float(0.5f)},
+                      {"beta", Attribute::of_float(1.5f)}});
         t.finish({y});
-        expect_matches_ref(t, 2e-6, "Gemm tA" + std::to_string(ta) + " tB" + std::to_string(tb) + " C" + dims_to_string(c));
+        expect_matches_ref(
+            t, 2e-6,
+            "Gemm tA" + std::to_string(ta) + " tB" + std::to_string(tb) + " C" + dims_to_string(c));
       }
     }
   }
@@ -327,14 +351,18 @@ TEST(NativeBackend, RejectsWhatItCannotRun) {
   const Backend* b = find_backend("native");
   ASSERT_NE(b, nullptr);
   TestGraph t;
-  int x = t.g.add_input("dyn", TensorType{DType::kFloat32, std::vector<Dim>{Dim::symbolic("n"), Dim(4)}});
+  int x = t.g.add_input("dyn",
+                        TensorType{DType::kFloat32, std::vector<Dim>{Dim::symbolic("n"), Dim(4)}});
   t.inputs.push_back(Tensor(DType::kFloat32, {2, 4}));
   int y = t.op("Relu", {x});
   int z = t.op("Softmax", {t.input({4, 4})});
-  int w = t.op("Add", {z, t.op("ReduceSum", {t.input({4, 4})}, {{"keepdims", Attribute::of_int(1)}})});
+  int w =
+      t.op("Add", {z, t.op("ReduceSum", {t.input({4, 4})}, {{"keepdims", Attribute::of_int(1)}})});
   t.finish({y, w});
   for (int n = 0; n < t.g.num_nodes(); ++n) {
-    if (t.g.node(n).op_type == "Relu") EXPECT_FALSE(b->supports(t.g, n).ok());  // dynamic shape
+    if (t.g.node(n).op_type == "Relu") {
+      EXPECT_FALSE(b->supports(t.g, n).ok());  // dynamic shape
+    }
   }
   // Softmax + Add is not a group native fuses.
   NodeSet s(t.g.num_nodes());

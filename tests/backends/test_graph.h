@@ -34,17 +34,27 @@ struct TestGraph {
   int opset = 17;
 
   int input(const Dims& dims, float lo = -2.f, float hi = 2.f) {
-    int v = g.add_input("in" + std::to_string(inputs.size()), TensorType::of(DType::kFloat32, dims));
+    int v = g.add_input(name('x'), TensorType::of(DType::kFloat32, dims));
     inputs.push_back(random_tensor(dims, seed++, lo, hi));
     return v;
   }
-  int constant(Tensor t) { return g.add_constant("c" + std::to_string(g.num_values()), std::move(t)); }
-  int constant(const Dims& dims, float lo = -2.f, float hi = 2.f) { return constant(random_tensor(dims, seed++, lo, hi)); }
-  int ints(const std::vector<int64_t>& v) { return constant(Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, v)); }
-  std::vector<int> node(const std::string& op, std::vector<int> in, std::map<std::string, Attribute> attrs = {},
-                        int outputs = 1) {
+  // A fresh value name: a letter and the value count.
+  std::string name(char prefix) const {
+    std::string s(1, prefix);
+    s += std::to_string(g.num_values());
+    return s;
+  }
+  int constant(Tensor t) { return g.add_constant(name('c'), std::move(t)); }
+  int constant(const Dims& dims, float lo = -2.f, float hi = 2.f) {
+    return constant(random_tensor(dims, seed++, lo, hi));
+  }
+  int ints(const std::vector<int64_t>& v) {
+    return constant(Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, v));
+  }
+  std::vector<int> node(const std::string& op, std::vector<int> in,
+                        std::map<std::string, Attribute> attrs = {}, int outputs = 1) {
     std::vector<int> out;
-    for (int i = 0; i < outputs; ++i) out.push_back(g.add_value("v" + std::to_string(g.num_values())));
+    for (int i = 0; i < outputs; ++i) out.push_back(g.add_value(name('v')));
     int n = g.add_node(op, std::move(in), out, std::move(attrs));
     g.node(n).opset = opset;
     EXPECT_TRUE(OpRegistry::global().infer_node(g, n).ok()) << op;

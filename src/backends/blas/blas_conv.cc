@@ -35,7 +35,8 @@ Result<ConvPlan> plan_conv(const Graph& g, const Node& node) {
   TESSERA_RETURN_IF_ERROR(check_float_value(g, node.outputs[0]));
   const std::vector<int64_t> x = g.value(node.inputs[0]).type.static_dims();
   const std::vector<int64_t> w = g.value(node.inputs[1]).type.static_dims();
-  if (x.size() < 3 || x.size() > 5) return unimplemented("Conv with " + std::to_string(x.size()) + "-D input");
+  if (x.size() < 3 || x.size() > 5)
+    return unimplemented("Conv with " + std::to_string(x.size()) + "-D input");
   if (w.size() != x.size()) return invalid_argument("W rank differs from X rank");
   ConvPlan p;
   p.batch = x[0];
@@ -54,7 +55,8 @@ Result<ConvPlan> plan_conv(const Graph& g, const Node& node) {
   }
   const std::vector<int64_t> in_spatial(x.begin() + 2, x.end()), kernel(w.begin() + 2, w.end());
   const std::vector<int64_t> kernel_attr = node.attr_ints("kernel_shape");
-  if (!kernel_attr.empty() && kernel_attr != kernel) return invalid_argument("kernel_shape differs from W");
+  if (!kernel_attr.empty() && kernel_attr != kernel)
+    return invalid_argument("kernel_shape differs from W");
   auto geo = nn::forward_window(node, in_spatial, kernel, false);
   if (!geo.ok()) return invalid_argument(node.describe() + ": " + geo.status().message());
   const size_t r = in_spatial.size(), off = 3 - r;
@@ -114,7 +116,11 @@ void im2col(const ConvPlan& p, const float* x, int64_t c0, int64_t c1, float* co
 class ConvKernel final : public Kernel {
  public:
   ConvKernel(ConvPlan plan, Operand x, Operand w, Operand bias, bool has_bias, int threads)
-      : p_(std::move(plan)), x_(std::move(x)), w_(std::move(w)), bias_(std::move(bias)), has_bias_(has_bias),
+      : p_(std::move(plan)),
+        x_(std::move(x)),
+        w_(std::move(w)),
+        bias_(std::move(bias)),
+        has_bias_(has_bias),
         threads_(threads) {}
 
   Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
@@ -141,8 +147,9 @@ class ConvKernel final : public Kernel {
     }
     auto gemm = [&](int64_t n, int64_t g, const float* cols) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(ocpg),
-                  static_cast<blasint>(plane), static_cast<blasint>(rows), 1.0f, w + g * ocpg * rows,
-                  static_cast<blasint>(rows), cols, static_cast<blasint>(plane), bias ? 1.0f : 0.0f,
+                  static_cast<blasint>(plane), static_cast<blasint>(rows), 1.0f,
+                  w + g * ocpg * rows, static_cast<blasint>(rows), cols,
+                  static_cast<blasint>(plane), bias ? 1.0f : 0.0f,
                   y + (n * p_.out_channels + g * ocpg) * plane, static_cast<blasint>(plane));
     };
     auto image = [&](int64_t n, int64_t g) {
@@ -172,7 +179,8 @@ class ConvKernel final : public Kernel {
       }
       auto fill = [&](int64_t c0, int64_t c1) { im2col(p_, image(n, g), c0, c1, col.data()); };
       if (ctx.pool) {
-        ctx.pool->parallel_for(icpg, std::max<int64_t>(1, 16384 / (p_.kernel_size() * plane)), fill);
+        ctx.pool->parallel_for(icpg, std::max<int64_t>(1, 16384 / (p_.kernel_size() * plane)),
+                               fill);
       } else {
         fill(0, icpg);
       }
@@ -202,8 +210,8 @@ Result<std::unique_ptr<Kernel>> compile_conv(const SubGraph& sg, int threads) {
   if (has_bias) {
     TESSERA_ASSIGN_OR_RETURN(bias, operand_of(sg, node.inputs[2]));
   }
-  return std::unique_ptr<Kernel>(
-      new ConvKernel(std::move(plan), std::move(x), std::move(w), std::move(bias), has_bias, threads));
+  return std::unique_ptr<Kernel>(new ConvKernel(std::move(plan), std::move(x), std::move(w),
+                                                std::move(bias), has_bias, threads));
 }
 
 }  // namespace tessera::blas

@@ -30,7 +30,8 @@ Result<MatMulLayout> matmul_layout(std::vector<int64_t> a, std::vector<int64_t> 
   for (size_t i = 0; i < rank; ++i) {  // from the innermost batch dim outwards
     const size_t d = rank - 1 - i;
     const int64_t da = i < ra ? a[ra - 1 - i] : 1, db = i < rb ? b[rb - 1 - i] : 1;
-    if (da != db && da != 1 && db != 1) return invalid_argument("MatMul batch dims do not broadcast");
+    if (da != db && da != 1 && db != 1)
+      return invalid_argument("MatMul batch dims do not broadcast");
     batch[d] = std::max(da, db);
     if (da != 1) as[d] = a_stride;
     if (db != 1) bs[d] = b_stride;
@@ -75,7 +76,8 @@ Result<MatMulPlan> plan_matmul(const Graph& g, const Node& node) {
     TESSERA_ASSIGN_OR_RETURN(l, matmul_layout(a, b));
     bool fold = l.a_offsets.size() > 1;
     for (size_t i = 0; i < l.a_offsets.size() && fold; ++i) {
-      fold = l.b_offsets[i] == l.b_offsets[0] && l.a_offsets[i] == static_cast<int64_t>(i) * l.m * l.k;
+      fold =
+          l.b_offsets[i] == l.b_offsets[0] && l.a_offsets[i] == static_cast<int64_t>(i) * l.m * l.k;
     }
     if (fold) {  // A's batches are consecutive rows of one taller A
       l.m *= static_cast<int64_t>(l.a_offsets.size());
@@ -110,14 +112,19 @@ Result<MatMulPlan> plan_matmul(const Graph& g, const Node& node) {
   if (l.m * l.n * static_cast<int64_t>(l.a_offsets.size()) != shape_numel(p.out_dims)) {
     return invalid_argument(node.describe() + ": output shape does not match the operands");
   }
-  if (l.m > INT32_MAX || l.n > INT32_MAX || l.k > INT32_MAX) return unimplemented("dims beyond 32 bits");
+  if (l.m > INT32_MAX || l.n > INT32_MAX || l.k > INT32_MAX)
+    return unimplemented("dims beyond 32 bits");
   return p;
 }
 
 class MatMulKernel final : public Kernel {
  public:
   MatMulKernel(MatMulPlan plan, Operand a, Operand b, Operand bias, int threads)
-      : p_(std::move(plan)), a_(std::move(a)), b_(std::move(b)), bias_(std::move(bias)), threads_(threads) {}
+      : p_(std::move(plan)),
+        a_(std::move(a)),
+        b_(std::move(b)),
+        bias_(std::move(bias)),
+        threads_(threads) {}
 
   Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
              KernelRunContext& ctx) override {
@@ -127,7 +134,8 @@ class MatMulKernel final : public Kernel {
     outputs[0] = ctx.alloc.allocate(DType::kFloat32, p_.out_dims);
     float* y = outputs[0].data<float>();
     const MatMulLayout& l = p_.layout;
-    const auto m = static_cast<blasint>(l.m), n = static_cast<blasint>(l.n), k = static_cast<blasint>(l.k);
+    const auto m = static_cast<blasint>(l.m), n = static_cast<blasint>(l.n),
+               k = static_cast<blasint>(l.k);
     float beta = 0.0f;
     if (p_.bias != kNoValue) {  // y = broadcast C, then sgemm adds alpha * A * B to beta * y
       TESSERA_ASSIGN_OR_RETURN(const float* c, data_of(bias_, inputs));
@@ -140,9 +148,9 @@ class MatMulKernel final : public Kernel {
     openblas_set_num_threads(threads_);
     const blasint lda = p_.trans_a ? m : k, ldb = p_.trans_b ? k : n;
     for (size_t i = 0; i < l.a_offsets.size(); ++i) {
-      cblas_sgemm(CblasRowMajor, p_.trans_a ? CblasTrans : CblasNoTrans, p_.trans_b ? CblasTrans : CblasNoTrans,
-                  m, n, k, p_.alpha, a + l.a_offsets[i], lda, b + l.b_offsets[i], ldb, beta,
-                  y + static_cast<int64_t>(i) * l.m * l.n, n);
+      cblas_sgemm(CblasRowMajor, p_.trans_a ? CblasTrans : CblasNoTrans,
+                  p_.trans_b ? CblasTrans : CblasNoTrans, m, n, k, p_.alpha, a + l.a_offsets[i],
+                  lda, b + l.b_offsets[i], ldb, beta, y + static_cast<int64_t>(i) * l.m * l.n, n);
     }
     return Status();
   }
@@ -166,7 +174,8 @@ Result<std::unique_ptr<Kernel>> compile_matmul(const SubGraph& sg, int threads) 
   if (plan.bias != kNoValue) {
     TESSERA_ASSIGN_OR_RETURN(bias, operand_of(sg, plan.bias));
   }
-  return std::unique_ptr<Kernel>(new MatMulKernel(std::move(plan), std::move(a), std::move(b), std::move(bias), threads));
+  return std::unique_ptr<Kernel>(
+      new MatMulKernel(std::move(plan), std::move(a), std::move(b), std::move(bias), threads));
 }
 
 }  // namespace tessera::blas

@@ -14,14 +14,23 @@ struct UnaryInfo {
   EwOp op;
 };
 constexpr UnaryInfo kUnary[] = {
-    {"Relu", EwOp::kRelu},       {"Sigmoid", EwOp::kSigmoid},     {"Tanh", EwOp::kTanh},
-    {"Exp", EwOp::kExp},         {"Log", EwOp::kLog},             {"Sqrt", EwOp::kSqrt},
-    {"Abs", EwOp::kAbs},         {"Neg", EwOp::kNeg},             {"Erf", EwOp::kErf},
-    {"HardSwish", EwOp::kHardSwish}, {"HardSigmoid", EwOp::kHardSigmoid},
-    {"LeakyRelu", EwOp::kLeakyRelu}, {"Elu", EwOp::kElu},         {"Clip", EwOp::kClip},
+    {"Relu", EwOp::kRelu},
+    {"Sigmoid", EwOp::kSigmoid},
+    {"Tanh", EwOp::kTanh},
+    {"Exp", EwOp::kExp},
+    {"Log", EwOp::kLog},
+    {"Sqrt", EwOp::kSqrt},
+    {"Abs", EwOp::kAbs},
+    {"Neg", EwOp::kNeg},
+    {"Erf", EwOp::kErf},
+    {"HardSwish", EwOp::kHardSwish},
+    {"HardSigmoid", EwOp::kHardSigmoid},
+    {"LeakyRelu", EwOp::kLeakyRelu},
+    {"Elu", EwOp::kElu},
+    {"Clip", EwOp::kClip},
 };
 constexpr UnaryInfo kBinary[] = {
-    {"Add", EwOp::kAdd}, {"Sub", EwOp::kSub}, {"Mul", EwOp::kMul},     {"Div", EwOp::kDiv},
+    {"Add", EwOp::kAdd}, {"Sub", EwOp::kSub}, {"Mul", EwOp::kMul}, {"Div", EwOp::kDiv},
     {"Pow", EwOp::kPow}, {"Max", EwOp::kMax}, {"Min", EwOp::kMin}, {"PRelu", EwOp::kPRelu},
 };
 
@@ -92,10 +101,12 @@ Status check_eltwise_node(const Graph& g, int n) {
   if (!node.domain.empty() || !find_op(node.op_type, binary)) {
     return unimplemented(node.op_type + " is not an elementwise op of the native backend");
   }
-  if (node.outputs.size() != 1 || node.outputs[0] == kNoValue) return unimplemented("one output expected");
+  if (node.outputs.size() != 1 || node.outputs[0] == kNoValue)
+    return unimplemented("one output expected");
   const Value& out = g.value(node.outputs[0]);
   if (!out.type.is_static()) return unimplemented("dynamic shape");
-  if (out.type.dtype != DType::kFloat32) return unimplemented(std::string("dtype ") + dtype_name(out.type.dtype));
+  if (out.type.dtype != DType::kFloat32)
+    return unimplemented(std::string("dtype ") + dtype_name(out.type.dtype));
   const std::vector<int64_t> out_dims = out.type.static_dims();
   if (out_dims.size() > static_cast<size_t>(kMaxEltwiseRank)) return unimplemented("rank above 8");
   const bool variadic = node.op_type == "Max" || node.op_type == "Min";
@@ -169,16 +180,23 @@ Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& node
     if (node.op_type == "Max" || node.op_type == "Min") {
       result = operand(node, 0);
       if (node.inputs.size() == 1) result = emit(EwOp::kCopy, result);
-      for (size_t i = 1; i < node.inputs.size(); ++i) result = emit(op, result, operand(node, static_cast<int>(i)));
+      for (size_t i = 1; i < node.inputs.size(); ++i)
+        result = emit(op, result, operand(node, static_cast<int>(i)));
     } else if (node.op_type == "Pow" && scalar_constant(g, node.inputs[1])) {
       const float e = *scalar_constant(g, node.inputs[1]);
       const int x = operand(node, 0);
-      if (e == 1.0f) result = emit(EwOp::kCopy, x);
-      else if (e == 2.0f) result = emit(EwOp::kSquare, x);
-      else if (e == 3.0f) result = emit(EwOp::kCube, x);
-      else if (e == 0.5f) result = emit(EwOp::kSqrt, x);
-      else if (e == -1.0f) result = emit(EwOp::kReciprocal, x);
-      else result = emit(EwOp::kPow, x, emit(EwOp::kFill, -1, -1, e));
+      if (e == 1.0f)
+        result = emit(EwOp::kCopy, x);
+      else if (e == 2.0f)
+        result = emit(EwOp::kSquare, x);
+      else if (e == 3.0f)
+        result = emit(EwOp::kCube, x);
+      else if (e == 0.5f)
+        result = emit(EwOp::kSqrt, x);
+      else if (e == -1.0f)
+        result = emit(EwOp::kReciprocal, x);
+      else
+        result = emit(EwOp::kPow, x, emit(EwOp::kFill, -1, -1, e));
     } else if (binary) {
       const int a = operand(node, 0);  // inputs are numbered in order of first use
       result = emit(op, a, operand(node, 1));
@@ -197,8 +215,10 @@ Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& node
           p0 = node.attr_float("min", p0);
           p1 = node.attr_float("max", p1);
         } else {
-          if (node.inputs.size() > 1 && node.inputs[1] != kNoValue) p0 = *scalar_constant(g, node.inputs[1]);
-          if (node.inputs.size() > 2 && node.inputs[2] != kNoValue) p1 = *scalar_constant(g, node.inputs[2]);
+          if (node.inputs.size() > 1 && node.inputs[1] != kNoValue)
+            p0 = *scalar_constant(g, node.inputs[1]);
+          if (node.inputs.size() > 2 && node.inputs[2] != kNoValue)
+            p1 = *scalar_constant(g, node.inputs[2]);
         }
       }
       result = emit(op, operand(node, 0), -1, p0, p1);
@@ -210,7 +230,8 @@ Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& node
   EltwiseProgram& p = plan.program;
   plan.input_values = input_values;
   const int n_in = static_cast<int>(input_values.size());
-  if (n_in + static_cast<int>(code.size()) > kMaxEltwiseValues) return unimplemented("program too long");
+  if (n_in + static_cast<int>(code.size()) > kMaxEltwiseValues)
+    return unimplemented("program too long");
   auto renumber = [n_in](int id) { return id == -1 ? -1 : id < 0 ? -id - 2 : n_in + id; };
   for (EwInstr& in : code) {
     in.dst = renumber(in.dst);
@@ -325,7 +346,8 @@ void run_eltwise_parallel(const IsaKernels& isa, const EltwiseProgram& program,
   if (blocks <= 0) return;
   auto chunk = [&](int64_t b0, int64_t b1) {
     ScratchBuffer scratch(program.scratch_floats());
-    isa.eltwise(program, buffers, begin + b0 * kBlock, std::min(end, begin + b1 * kBlock), scratch.data());
+    isa.eltwise(program, buffers, begin + b0 * kBlock, std::min(end, begin + b1 * kBlock),
+                scratch.data());
   };
   parallel(pool, blocks, 16, chunk);
 }
@@ -336,7 +358,10 @@ class EltwiseKernel final : public Kernel {
  public:
   EltwiseKernel(const IsaKernels& isa, EltwisePlan plan, std::vector<ValueSource> sources,
                 std::vector<int64_t> out_dims)
-      : isa_(isa), plan_(std::move(plan)), sources_(std::move(sources)), out_dims_(std::move(out_dims)) {}
+      : isa_(isa),
+        plan_(std::move(plan)),
+        sources_(std::move(sources)),
+        out_dims_(std::move(out_dims)) {}
 
   Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
              KernelRunContext& ctx) override {
@@ -378,7 +403,8 @@ Result<std::unique_ptr<Kernel>> compile_eltwise_kernel(const SubGraph& sg, const
     TESSERA_ASSIGN_OR_RETURN(ValueSource s, source_of(sg, v));
     sources.push_back(std::move(s));
   }
-  return std::unique_ptr<Kernel>(new EltwiseKernel(isa, std::move(plan), std::move(sources), out_dims));
+  return std::unique_ptr<Kernel>(
+      new EltwiseKernel(isa, std::move(plan), std::move(sources), out_dims));
 }
 
 }  // namespace tessera::native

@@ -22,10 +22,34 @@ inline constexpr int kMaxEltwiseValues = 256;
 
 enum class EwOp : uint8_t {
   // Binary: dst = f(a, b).
-  kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kPRelu,
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMax,
+  kMin,
+  kPow,
+  kPRelu,
   // Unary: dst = f(a), parameters in p0, p1.
-  kRelu, kClip, kHardSigmoid, kHardSwish, kSigmoid, kTanh, kLeakyRelu, kElu, kExp, kLog, kSqrt,
-  kAbs, kNeg, kErf, kSquare, kCube, kReciprocal, kCopy, kFill,
+  kRelu,
+  kClip,
+  kHardSigmoid,
+  kHardSwish,
+  kSigmoid,
+  kTanh,
+  kLeakyRelu,
+  kElu,
+  kExp,
+  kLog,
+  kSqrt,
+  kAbs,
+  kNeg,
+  kErf,
+  kSquare,
+  kCube,
+  kReciprocal,
+  kCopy,
+  kFill,
 };
 inline bool ew_is_binary(EwOp op) { return op <= EwOp::kPRelu; }
 
@@ -40,8 +64,8 @@ struct EwInstr {
 // How one program input lies over the (collapsed) output dims.
 struct EwInput {
   int64_t strides[kMaxEltwiseRank] = {};  // elements per output index step; 0 where broadcast
-  bool contiguous = false;  // same shape as the output: element i is at offset i
-  bool scalar = false;      // one element for the whole output
+  bool contiguous = false;                // same shape as the output: element i is at offset i
+  bool scalar = false;                    // one element for the whole output
 };
 
 struct EltwiseProgram {

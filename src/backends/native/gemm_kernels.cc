@@ -35,7 +35,8 @@ Result<MatMulLayout> matmul_layout(std::vector<int64_t> a, std::vector<int64_t> 
     const size_t d = rank - 1 - i;  // right-aligned
     const int64_t da = i < ab.size() ? ab[ab.size() - 1 - i] : 1;
     const int64_t db = i < bb.size() ? bb[bb.size() - 1 - i] : 1;
-    if (da != db && da != 1 && db != 1) return invalid_argument("MatMul batch dims do not broadcast");
+    if (da != db && da != 1 && db != 1)
+      return invalid_argument("MatMul batch dims do not broadcast");
     batch[d] = std::max(da, db);
     if (da != 1) as[d] = a_stride;
     if (db != 1) bs[d] = b_stride;
@@ -64,7 +65,8 @@ Status check_operand(const Graph& g, int v) {
   if (v == kNoValue) return invalid_argument("missing operand");
   const Value& val = g.value(v);
   if (!val.type.is_static()) return unimplemented("dynamic shape");
-  if (val.type.dtype != DType::kFloat32) return unimplemented(std::string("dtype ") + dtype_name(val.type.dtype));
+  if (val.type.dtype != DType::kFloat32)
+    return unimplemented(std::string("dtype ") + dtype_name(val.type.dtype));
   if (shape_numel(val.type.static_dims()) == 0) return unimplemented("empty tensor");
   return Status();
 }
@@ -102,7 +104,8 @@ Result<GemmPlan> plan_gemm(const Graph& g, const Node& node) {
     const int64_t batches = static_cast<int64_t>(p.layout.a_offsets.size());
     p.fold = batches > 1;
     for (int64_t i = 0; i < batches && p.fold; ++i) {
-      p.fold = p.layout.b_offsets[i] == p.layout.b_offsets[0] && p.layout.a_offsets[i] == i * s.m * s.k;
+      p.fold =
+          p.layout.b_offsets[i] == p.layout.b_offsets[0] && p.layout.a_offsets[i] == i * s.m * s.k;
     }
     if (p.fold) {
       s.m *= batches;
@@ -162,7 +165,8 @@ class GemmKernel final : public Kernel {
         auto [it, fresh] = packed_of.emplace(off, static_cast<int>(packed_b_.size()));
         if (fresh) {
           packed_b_.emplace_back(packed_b_floats(s.k, s.n, isa_.gemm_nr));
-          pack_b(b_.constant->data<float>() + off, s.b_rs, s.b_cs, s.k, s.n, isa_.gemm_nr, packed_b_.back().data());
+          pack_b(b_.constant->data<float>() + off, s.b_rs, s.b_cs, s.k, s.n, isa_.gemm_nr,
+                 packed_b_.back().data());
         }
         b_index_.push_back(it->second);
       }
@@ -170,7 +174,8 @@ class GemmKernel final : public Kernel {
     }
     const int anchor_out = anchor.outputs[0];
     if (!tail.empty()) {
-      TESSERA_ASSIGN_OR_RETURN(tail_, compile_eltwise(g, tail, tail_outputs(sg, anchor_out), plan_.out_dims));
+      TESSERA_ASSIGN_OR_RETURN(
+          tail_, compile_eltwise(g, tail, tail_outputs(sg, anchor_out), plan_.out_dims));
       for (int v : tail_.input_values) {
         if (v == anchor_out) {
           tail_sources_.push_back(ValueSource{});  // slot -1, no constant: the anchor's C
@@ -189,7 +194,8 @@ class GemmKernel final : public Kernel {
       out_pos_.push_back(pos);
     }
     // With one stored value that is not C itself, the tail writes over C in place.
-    in_place_ = tail_stored_.size() == 1 && std::find(sg.outputs().begin(), sg.outputs().end(), anchor_out) == sg.outputs().end();
+    in_place_ = tail_stored_.size() == 1 && std::find(sg.outputs().begin(), sg.outputs().end(),
+                                                      anchor_out) == sg.outputs().end();
     return Status();
   }
 
@@ -210,7 +216,8 @@ class GemmKernel final : public Kernel {
     std::vector<GemmOperands> problems;
     for (size_t i = 0; i < plan_.layout.a_offsets.size(); ++i) {
       const float* bi = s.b_packed ? packed_b_[b_index_[i]].data() : b + plan_.layout.b_offsets[i];
-      problems.push_back({a + plan_.layout.a_offsets[i], bi, cp + static_cast<int64_t>(i) * s.m * s.n});
+      problems.push_back(
+          {a + plan_.layout.a_offsets[i], bi, cp + static_cast<int64_t>(i) * s.m * s.n});
     }
     GemmHooks hooks;
     if (bias) {
@@ -246,18 +253,21 @@ class GemmKernel final : public Kernel {
       const IsaKernels* isa = &isa_;
       const int64_t mn = s.m * s.n, n = s.n;
       hooks.scratch_floats = program->scratch_floats();
-      hooks.finish = [=](int64_t batch, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* scratch) {
+      hooks.finish = [=](int64_t batch, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                         float* scratch) {
         const int64_t base = batch * mn;
         if (n0 == 0 && n1 == n) {
           isa->eltwise(*program, buffers, base + m0 * n, base + m1 * n, scratch);
           return;
         }
-        for (int64_t r = m0; r < m1; ++r) isa->eltwise(*program, buffers, base + r * n + n0, base + r * n + n1, scratch);
+        for (int64_t r = m0; r < m1; ++r)
+          isa->eltwise(*program, buffers, base + r * n + n0, base + r * n + n1, scratch);
       };
     }
     sgemm_batched(isa_, s, problems, hooks, ctx.pool);
     outputs.resize(out_pos_.size());
-    for (size_t i = 0; i < out_pos_.size(); ++i) outputs[i] = out_pos_[i] < 0 ? c : tail_out[out_pos_[i]];
+    for (size_t i = 0; i < out_pos_.size(); ++i)
+      outputs[i] = out_pos_[i] < 0 ? c : tail_out[out_pos_[i]];
     return Status();
   }
 
@@ -288,7 +298,8 @@ bool is_gemm_op(const std::string& op_type) { return op_type == "MatMul" || op_t
 
 Status check_gemm_node(const Graph& g, int n) {
   const Node& node = g.node(n);
-  if (!node.domain.empty() || !is_gemm_op(node.op_type)) return unimplemented(node.op_type + " is not MatMul/Gemm");
+  if (!node.domain.empty() || !is_gemm_op(node.op_type))
+    return unimplemented(node.op_type + " is not MatMul/Gemm");
   return plan_gemm(g, node).status();
 }
 

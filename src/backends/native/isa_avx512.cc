@@ -47,7 +47,9 @@ struct Avx512 {
   static V sqrt(V a) { return _mm512_sqrt_ps(a); }
   static V abs(V a) { return _mm512_abs_ps(a); }
   static V neg(V a) { return _mm512_xor_ps(a, _mm512_set1_ps(-0.0f)); }
-  static V round(V a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static V round(V a) {
+    return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
   static V copysign(V mag, V sign) {
     const V s = _mm512_set1_ps(-0.0f);
     return _mm512_or_ps(_mm512_andnot_ps(s, mag), _mm512_and_ps(s, sign));

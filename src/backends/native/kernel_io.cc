@@ -17,12 +17,15 @@ Result<ValueSource> source_of(const SubGraph& sg, int v) {
   }
   for (size_t i = 0; i < sg.inputs().size(); ++i)
     if (sg.inputs()[i] == v) s.slot = static_cast<int>(i);
-  if (s.slot < 0) return internal_error("value '" + val.name + "' is neither an input nor a constant");
+  if (s.slot < 0)
+    return internal_error("value '" + val.name + "' is neither an input nor a constant");
   return s;
 }
 
 Result<const float*> resolve_float(const ValueSource& s, const std::vector<const Tensor*>& inputs) {
-  const Tensor* t = s.constant ? s.constant : (s.slot < static_cast<int>(inputs.size()) ? inputs[s.slot] : nullptr);
+  const Tensor* t = s.constant
+                        ? s.constant
+                        : (s.slot < static_cast<int>(inputs.size()) ? inputs[s.slot] : nullptr);
   if (!t || t->dtype() != DType::kFloat32 || t->dims() != s.dims) {
     return invalid_argument("input " + (t ? t->describe() : std::string("missing")) +
                             " differs from the compiled float32[" + dims_to_string(s.dims) + "]");
@@ -41,7 +44,8 @@ std::vector<int> output_positions(const SubGraph& sg, const Node& node) {
   return pos;
 }
 
-void parallel(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void parallel(ThreadPool* pool, int64_t n, int64_t grain,
+              const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   if (pool) {
     pool->parallel_for(n, grain, fn);
@@ -51,7 +55,8 @@ void parallel(ThreadPool* pool, int64_t n, int64_t grain, const std::function<vo
 }
 
 ScratchBuffer::ScratchBuffer(int64_t n) {
-  const size_t bytes = (static_cast<size_t>(std::max<int64_t>(n, 16)) * sizeof(float) + 63) / 64 * 64;
+  const size_t bytes =
+      (static_cast<size_t>(std::max<int64_t>(n, 16)) * sizeof(float) + 63) / 64 * 64;
   data_ = static_cast<float*>(std::aligned_alloc(64, bytes));
   if (!data_) throw std::bad_alloc();
 }

@@ -24,7 +24,8 @@ Result<const float*> resolve_float(const ValueSource& s, const std::vector<const
 std::vector<int> output_positions(const SubGraph& sg, const Node& node);
 
 // parallel_for on the pool, or inline without one.
-void parallel(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+void parallel(ThreadPool* pool, int64_t n, int64_t grain,
+              const std::function<void(int64_t, int64_t)>& fn);
 inline int pool_threads(ThreadPool* pool) { return pool ? pool->num_threads() : 1; }
 
 // n floats, 64-byte aligned, uninitialized.

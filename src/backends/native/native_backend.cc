@@ -54,7 +54,8 @@ Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKern
   for (int n : sg.nodes()) {
     if (is_gemm_op(g.node(n).op_type)) return compile_gemm_kernel(sg, isa);
   }
-  if (sg.size() == 1 && is_row_op(g.node(sg.nodes().first()).op_type)) return compile_row_kernel(sg, isa);
+  if (sg.size() == 1 && is_row_op(g.node(sg.nodes().first()).op_type))
+    return compile_row_kernel(sg, isa);
   return compile_eltwise_kernel(sg, isa);
 }
 
@@ -64,12 +65,11 @@ namespace {
 
 // Chains the harness builds and this backend runs as one kernel (besides every single op).
 const char* const kFusedChains[] = {
-    "Add+Relu",         "Mul+Add",         "Mul+Add+Relu",    "Add+Clip",
-    "Add+Clip+Mul+Div", "Sigmoid+Mul",     "HardSigmoid+Mul", "Sub+Mul",
-    "Sub+Pow",          "Div+Erf+Add+Mul", "Add+Sqrt+Div",    "Exp+Log",
-    "Tanh+Mul",         "Neg+Exp+Add",     "Max+Min",         "LeakyRelu+Mul",
-    "MatMul+Add",       "MatMul+Add+Relu", "MatMul+Add+Add",  "MatMul+Mul",
-    "Gemm+Relu",        "Gemm+HardSwish",  "Gemm+Add+Sigmoid",
+    "Add+Relu",      "Mul+Add",         "Mul+Add+Relu",     "Add+Clip",       "Add+Clip+Mul+Div",
+    "Sigmoid+Mul",   "HardSigmoid+Mul", "Sub+Mul",          "Sub+Pow",        "Div+Erf+Add+Mul",
+    "Add+Sqrt+Div",  "Exp+Log",         "Tanh+Mul",         "Neg+Exp+Add",    "Max+Min",
+    "LeakyRelu+Mul", "MatMul+Add",      "MatMul+Add+Relu",  "MatMul+Add+Add", "MatMul+Mul",
+    "Gemm+Relu",     "Gemm+HardSwish",  "Gemm+Add+Sigmoid",
 };
 
 class NativeBackend final : public Backend {
@@ -94,7 +94,8 @@ class NativeBackend final : public Backend {
   }
 
   // Kernels run on the session's pool (KernelRunContext::pool), sized to opts.threads already.
-  Result<std::unique_ptr<Kernel>> compile(const SubGraph& sg, const CompileOptions&) const override {
+  Result<std::unique_ptr<Kernel>> compile(const SubGraph& sg,
+                                          const CompileOptions&) const override {
     return native::compile_native(sg, native::isa_kernels(native::best_isa()));
   }
 };

@@ -22,7 +22,8 @@ Status check_float_static(const Graph& g, int v) {
   if (v == kNoValue) return invalid_argument("missing input");
   const Value& val = g.value(v);
   if (!val.type.is_static()) return unimplemented("dynamic shape");
-  if (val.type.dtype != DType::kFloat32) return unimplemented(std::string("dtype ") + dtype_name(val.type.dtype));
+  if (val.type.dtype != DType::kFloat32)
+    return unimplemented(std::string("dtype ") + dtype_name(val.type.dtype));
   if (shape_numel(val.type.static_dims()) == 0) return unimplemented("empty tensor");
   return Status();
 }
@@ -33,7 +34,8 @@ struct ColumnBlocks {
 };
 ColumnBlocks column_blocks(const Split3& s, int threads) {
   int64_t width = s.inner;
-  if (s.outer < threads) width = std::max<int64_t>(64, ((s.inner + threads - 1) / threads + 15) / 16 * 16);
+  if (s.outer < threads)
+    width = std::max<int64_t>(64, ((s.inner + threads - 1) / threads + 15) / 16 * 16);
   return {(s.inner + width - 1) / width, width};
 }
 
@@ -43,8 +45,8 @@ ColumnBlocks column_blocks(const Split3& s, int threads) {
 struct ReducePlan {
   ReduceKind kind = ReduceKind::kSum;
   bool mean = false;
-  int64_t count = 1;            // input elements per output element
-  std::vector<Split3> passes;   // one per group of adjacent reduced dims, innermost first
+  int64_t count = 1;           // input elements per output element
+  std::vector<Split3> passes;  // one per group of adjacent reduced dims, innermost first
   std::vector<int64_t> out_dims;
 };
 
@@ -61,7 +63,8 @@ Result<std::vector<int64_t>> reduce_axes(const Graph& g, const Node& node, bool&
     }
     noop = axes.empty() && node.attr_int("noop_with_empty_axes", 0) != 0;
   } else {
-    if (node.inputs.size() > 1 && node.inputs[1] != kNoValue) return invalid_argument("axes input before opset 18");
+    if (node.inputs.size() > 1 && node.inputs[1] != kNoValue)
+      return invalid_argument("axes input before opset 18");
     axes = node.attr_ints("axes");
   }
   return axes;
@@ -78,7 +81,8 @@ Result<ReducePlan> plan_reduce(const Graph& g, const Node& node) {
   std::vector<bool> reduced(rank, !noop && axes.empty());
   for (int64_t a : axes) {
     const int64_t axis = a < 0 ? a + rank : a;
-    if (axis < 0 || axis >= rank || reduced[axis]) return invalid_argument(node.describe() + ": bad axes");
+    if (axis < 0 || axis >= rank || reduced[axis])
+      return invalid_argument(node.describe() + ": bad axes");
     reduced[axis] = true;
   }
   const bool keepdims = node.attr_int("keepdims", 1) != 0;
@@ -100,10 +104,12 @@ Result<ReducePlan> plan_reduce(const Graph& g, const Node& node) {
       if (groups[i].second) last = i;
     if (last < 0) break;
     Split3 s;
-    for (int i = 0; i < static_cast<int>(groups.size()); ++i) (i < last ? s.outer : i == last ? s.len : s.inner) *= groups[i].first;
+    for (int i = 0; i < static_cast<int>(groups.size()); ++i)
+      (i < last ? s.outer : i == last ? s.len : s.inner) *= groups[i].first;
     plan.passes.push_back(s);
     groups.erase(groups.begin() + last);
-    if (last > 0 && last < static_cast<int>(groups.size()) && groups[last - 1].second == groups[last].second) {
+    if (last > 0 && last < static_cast<int>(groups.size()) &&
+        groups[last - 1].second == groups[last].second) {
       groups[last - 1].first *= groups[last].first;
       groups.erase(groups.begin() + last);
     }
@@ -128,9 +134,10 @@ void reduce_pass(const IsaKernels& isa, ReduceKind kind, const Split3& s, const 
   const int threads = pool_threads(pool);
   if (s.inner == 1) {
     if (s.outer >= threads || s.len < 4 * kGrainElements) {
-      parallel(pool, s.outer, std::max<int64_t>(1, kGrainElements / s.len), [&](int64_t r0, int64_t r1) {
-        isa.reduce_rows(kind, x + r0 * s.len, r1 - r0, s.len, y + r0);
-      });
+      parallel(pool, s.outer, std::max<int64_t>(1, kGrainElements / s.len),
+               [&](int64_t r0, int64_t r1) {
+                 isa.reduce_rows(kind, x + r0 * s.len, r1 - r0, s.len, y + r0);
+               });
       return;
     }
     // Few long rows: each thread reduces a part of every row, then the parts combine.
@@ -156,7 +163,8 @@ void reduce_pass(const IsaKernels& isa, ReduceKind kind, const Split3& s, const 
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t o = t / cb.blocks, c0 = (t % cb.blocks) * cb.width;
       const int64_t w = std::min(cb.width, s.inner - c0);
-      isa.reduce_columns(kind, x + o * s.len * s.inner + c0, s.len, s.inner, w, y + o * s.inner + c0);
+      isa.reduce_columns(kind, x + o * s.len * s.inner + c0, s.len, s.inner, w,
+                         y + o * s.inner + c0);
     }
   });
 }
@@ -235,9 +243,11 @@ class SoftmaxKernel final : public Kernel {
     float* y = outputs[0].data<float>();
     const Split3 s = s_;
     if (s.inner == 1) {
-      parallel(ctx.pool, s.outer, std::max<int64_t>(1, kGrainElements / s.len), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) isa_.softmax_row(x + r * s.len, s.len, y + r * s.len);
-      });
+      parallel(ctx.pool, s.outer, std::max<int64_t>(1, kGrainElements / s.len),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r)
+                   isa_.softmax_row(x + r * s.len, s.len, y + r * s.len);
+               });
       return Status();
     }
     const ColumnBlocks cb = column_blocks(s, pool_threads(ctx.pool));
@@ -316,8 +326,10 @@ class LayerNormKernel final : public Kernel {
     if (has_bias_) {
       TESSERA_ASSIGN_OR_RETURN(bias_, source_of(sg, node.inputs[2]));
     }
-    if (scale_.constant) scale_full_ = expand_to(scale_.constant->data<float>(), scale_.dims, norm_dims_);
-    if (has_bias_ && bias_.constant) bias_full_ = expand_to(bias_.constant->data<float>(), bias_.dims, norm_dims_);
+    if (scale_.constant)
+      scale_full_ = expand_to(scale_.constant->data<float>(), scale_.dims, norm_dims_);
+    if (has_bias_ && bias_.constant)
+      bias_full_ = expand_to(bias_.constant->data<float>(), bias_.dims, norm_dims_);
     return Status();
   }
 
@@ -351,12 +363,13 @@ class LayerNormKernel final : public Kernel {
     }
     const int64_t inner = inner_;
     const float eps = eps_;
-    parallel(ctx.pool, outer_, std::max<int64_t>(1, kGrainElements / inner), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        isa_.layer_norm_row(x + r * inner, inner, scale, bias, eps, out[0] + r * inner,
-                            out[1] ? out[1] + r : nullptr, out[2] ? out[2] + r : nullptr);
-      }
-    });
+    parallel(ctx.pool, outer_, std::max<int64_t>(1, kGrainElements / inner),
+             [&](int64_t r0, int64_t r1) {
+               for (int64_t r = r0; r < r1; ++r) {
+                 isa_.layer_norm_row(x + r * inner, inner, scale, bias, eps, out[0] + r * inner,
+                                     out[1] ? out[1] + r : nullptr, out[2] ? out[2] + r : nullptr);
+               }
+             });
     return Status();
   }
 
@@ -388,7 +401,8 @@ bool is_row_op(const std::string& op) {
 
 Status check_row_node(const Graph& g, int n) {
   const Node& node = g.node(n);
-  if (!node.domain.empty() || !is_row_op(node.op_type)) return unimplemented(node.op_type + " is not a row op");
+  if (!node.domain.empty() || !is_row_op(node.op_type))
+    return unimplemented(node.op_type + " is not a row op");
   if (node.inputs.empty()) return invalid_argument(node.describe() + ": no input");
   TESSERA_RETURN_IF_ERROR(check_float_static(g, node.inputs[0]));
   for (int v : node.outputs)

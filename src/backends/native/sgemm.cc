@@ -7,7 +7,8 @@
 namespace tessera::native {
 namespace {
 
-constexpr int64_t kKc = 256;  // k per packed block: an mr x kc A panel and a kc x nr B panel fit L1/L2
+constexpr int64_t kKc =
+    256;  // k per packed block: an mr x kc A panel and a kc x nr B panel fit L1/L2
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -86,8 +87,9 @@ void pack_b(const float* b, int64_t rs, int64_t cs, int64_t k, int64_t n, int nr
   }
 }
 
-void sgemm_batched(const IsaKernels& isa, const GemmShape& s, const std::vector<GemmOperands>& problems,
-                   const GemmHooks& hooks, ThreadPool* pool) {
+void sgemm_batched(const IsaKernels& isa, const GemmShape& s,
+                   const std::vector<GemmOperands>& problems, const GemmHooks& hooks,
+                   ThreadPool* pool) {
   const Blocking bl = blocking_for(isa);
   const int64_t batches = static_cast<int64_t>(problems.size());
   if (batches == 0 || s.m == 0 || s.n == 0) return;
@@ -107,13 +109,15 @@ void sgemm_batched(const IsaKernels& isa, const GemmShape& s, const std::vector<
   } else if (!pack_per_task) {
     shared_b = std::make_unique<ScratchBuffer>(b_floats * batches);
     const int64_t panels = ceil_div(s.n, bl.nr);
-    parallel(pool, batches * panels, std::max<int64_t>(1, 16384 / (s.k * bl.nr)), [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) {
-        const int64_t i = t / panels, j0 = (t % panels) * bl.nr;
-        pack_b(problems[i].b + j0 * s.b_cs, s.b_rs, s.b_cs, s.k, std::min<int64_t>(bl.nr, s.n - j0), bl.nr,
-               shared_b->data() + i * b_floats + j0 * s.k);
-      }
-    });
+    parallel(pool, batches * panels, std::max<int64_t>(1, 16384 / (s.k * bl.nr)),
+             [&](int64_t t0, int64_t t1) {
+               for (int64_t t = t0; t < t1; ++t) {
+                 const int64_t i = t / panels, j0 = (t % panels) * bl.nr;
+                 pack_b(problems[i].b + j0 * s.b_cs, s.b_rs, s.b_cs, s.k,
+                        std::min<int64_t>(bl.nr, s.n - j0), bl.nr,
+                        shared_b->data() + i * b_floats + j0 * s.k);
+               }
+             });
     for (int64_t i = 0; i < batches; ++i) b_panels[i] = shared_b->data() + i * b_floats;
   }
 
@@ -152,8 +156,8 @@ void sgemm_batched(const IsaKernels& isa, const GemmShape& s, const std::vector<
               const float* b_block = bp + jr * s.k + pc * bl.nr;
               for (int64_t ir = 0; ir < mc; ir += bl.mr) {
                 const int rows = static_cast<int>(std::min<int64_t>(bl.mr, mc - ir));
-                isa.gemm_micro[rows - 1](kc, a_pack.data() + ir * kc, b_block, op.c + (ic + ir) * s.ldc + jr,
-                                         s.ldc, cols, accumulate);
+                isa.gemm_micro[rows - 1](kc, a_pack.data() + ir * kc, b_block,
+                                         op.c + (ic + ir) * s.ldc + jr, s.ldc, cols, accumulate);
               }
             }
           }

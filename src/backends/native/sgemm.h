@@ -46,7 +46,8 @@ struct GemmHooks {
   int64_t scratch_floats = 0;
 };
 
-void sgemm_batched(const IsaKernels& isa, const GemmShape& shape, const std::vector<GemmOperands>& problems,
-                   const GemmHooks& hooks, ThreadPool* pool);
+void sgemm_batched(const IsaKernels& isa, const GemmShape& shape,
+                   const std::vector<GemmOperands>& problems, const GemmHooks& hooks,
+                   ThreadPool* pool);
 
 }  // namespace tessera::native

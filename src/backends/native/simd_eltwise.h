@@ -89,16 +89,16 @@ void copy(float* dst, const float* src, int64_t n) {
   map_unary<S>(dst, Loc{src, 0}, n, Identity<S>{});
 }
 
-#define TESSERA_EW_BINARY(Name, expr)                       \
-  template <class S>                                        \
-  struct Name {                                             \
+#define TESSERA_EW_BINARY(Name, expr)                            \
+  template <class S>                                             \
+  struct Name {                                                  \
     Vec<S> operator()(Vec<S> x, Vec<S> y) const { return expr; } \
   };
-#define TESSERA_EW_UNARY(Name, expr)                        \
-  template <class S>                                        \
-  struct Name {                                             \
-    Vec<S> p0, p1;                                          \
-    Vec<S> operator()(Vec<S> x) const { return expr; }      \
+#define TESSERA_EW_UNARY(Name, expr)                   \
+  template <class S>                                   \
+  struct Name {                                        \
+    Vec<S> p0, p1;                                     \
+    Vec<S> operator()(Vec<S> x) const { return expr; } \
   };
 
 TESSERA_EW_BINARY(AddOp, S::add(x, y))

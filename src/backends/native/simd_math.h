@@ -102,14 +102,20 @@ typename S::V erf(typename S::V x) {
   using V = typename S::V;
   // 2/sqrt(pi) * (-1)^n / (n! (2n + 1)) for n = 11 down to 0.
   static constexpr float k = 1.1283791670955126f;
-  static constexpr float kT[] = {-k / (39916800.0f * 23), k / (3628800.0f * 21),
-                                 -k / (362880.0f * 19),   k / (40320.0f * 17),
-                                 -k / (5040.0f * 15),     k / (720.0f * 13),
-                                 -k / (120.0f * 11),      k / (24.0f * 9),
-                                 -k / (6.0f * 7),         k / (2.0f * 5),
-                                 -k / 3,                  k};
-  static constexpr float kA[] = {1.061405429f, -1.453152027f, 1.421413741f, -0.284496736f,
-                                 0.254829592f, 0.0f};
+  static constexpr float kT[] = {-k / (39916800.0f * 23),
+                                 k / (3628800.0f * 21),
+                                 -k / (362880.0f * 19),
+                                 k / (40320.0f * 17),
+                                 -k / (5040.0f * 15),
+                                 k / (720.0f * 13),
+                                 -k / (120.0f * 11),
+                                 k / (24.0f * 9),
+                                 -k / (6.0f * 7),
+                                 k / (2.0f * 5),
+                                 -k / 3,
+                                 k};
+  static constexpr float kA[] = {1.061405429f,  -1.453152027f, 1.421413741f,
+                                 -0.284496736f, 0.254829592f,  0.0f};
   const V ax = S::abs(x);
   const V z = S::mul(x, x);
   const V small = S::mul(polynomial<S>(z, kT), x);
