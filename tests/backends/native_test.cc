@@ -293,6 +293,8 @@ TEST(NativeGemm, MatMulShapesBatchingAndBroadcast) {
       {{1, 513}, {513, 97}},
       {{2, 3, 29, 31}, {2, 3, 31, 30}},
       {{3, 1300}, {1300, 70}},
+      {{37, 300}, {300, 1100}},
+      {{200, 300}, {300, 600}},
   };
   for (const auto& [a, b] : shapes) {
     for (bool constant_b : {false, true}) {
