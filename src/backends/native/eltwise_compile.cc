@@ -308,8 +308,9 @@ Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& node
   std::vector<bool> stored(n_values, false);
   for (int v : p.outputs) stored[v] = true;
   p.slot.assign(n_values, -1);
-  // Large outputs that no instruction reads back are streamed out of a dedicated slot.
-  constexpr int64_t kStreamElements = 1 << 20;
+  // Outputs larger than a good share of L3 (16 MiB) that no instruction reads back are streamed
+  // out of a dedicated slot: their next reader finds them in DRAM anyway.
+  constexpr int64_t kStreamElements = int64_t{1} << 22;
   p.stream_slot.assign(p.outputs.size(), -1);
   for (size_t o = 0; o < p.outputs.size(); ++o) {
     const int v = p.outputs[o];
