@@ -308,18 +308,6 @@ Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& node
   std::vector<bool> stored(n_values, false);
   for (int v : p.outputs) stored[v] = true;
   p.slot.assign(n_values, -1);
-  // Outputs larger than a good share of L3 (16 MiB) that no instruction reads back are streamed
-  // out of a dedicated slot: their next reader finds them in DRAM anyway.
-  constexpr int64_t kStreamElements = int64_t{1} << 22;
-  p.stream_slot.assign(p.outputs.size(), -1);
-  for (size_t o = 0; o < p.outputs.size(); ++o) {
-    const int v = p.outputs[o];
-    if (p.total < kStreamElements || last_use[v] >= 0) continue;
-    if (std::find(p.outputs.begin(), p.outputs.begin() + o, v) != p.outputs.begin() + o) continue;
-    p.stream_slot[o] = p.slot[v] = p.num_slots++;
-    stored[v] = false;  // computed into its slot, which is never freed
-    last_use[v] = -3;
-  }
   std::vector<int> free_slots;
   for (int i = 0; i < static_cast<int>(p.code.size()); ++i) {
     const EwInstr& in = p.code[i];
@@ -329,7 +317,7 @@ Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& node
         last_use[v] = -2;  // freed once even when both operands are the same value
       }
     }
-    if (stored[in.dst] || p.slot[in.dst] >= 0) continue;
+    if (stored[in.dst]) continue;
     if (free_slots.empty()) free_slots.push_back(p.num_slots++);
     p.slot[in.dst] = free_slots.back();
     free_slots.pop_back();

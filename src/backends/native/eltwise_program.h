@@ -75,10 +75,6 @@ struct EltwiseProgram {
   std::vector<EwInput> inputs;
   std::vector<EwInstr> code;
   std::vector<int> outputs;  // value ids written to the output buffers, in output order
-  // Per output: -1 when written in place, else the scratch slot it is computed in and then
-  // copied out with non-temporal stores (large outputs nothing reads back: no read-for-ownership
-  // of the destination, no cache pollution).
-  std::vector<int> stream_slot;
   // Per value: the scratch tile it lives in (-1: a program input, or an output written in place).
   std::vector<int> slot;
   int num_slots = 0;

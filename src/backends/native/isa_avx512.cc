@@ -34,9 +34,6 @@ struct Avx512 {
   static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
   static void store_n(float* p, V v, int n) { _mm512_mask_storeu_ps(p, first(n), v); }
 
-  static void stream(float* p, V v) { _mm512_stream_ps(p, v); }  // p 64-byte aligned
-  static void fence() { _mm_sfence(); }
-
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }

@@ -23,9 +23,6 @@ struct Scalar {
     if (n > 0) *p = v;
   }
 
-  static void stream(float* p, V v) { *p = v; }
-  static void fence() {}
-
   static V add(V a, V b) { return a + b; }
   static V sub(V a, V b) { return a - b; }
   static V mul(V a, V b) { return a * b; }

@@ -169,21 +169,6 @@ void run_instr(const EwInstr& in, Loc a, Loc b, float* dst, int64_t n) {
   }
 }
 
-// dst[0, n) = src[0, n) with non-temporal stores where dst is vector aligned.
-template <class S>
-void stream_copy(float* dst, const float* src, int64_t n) {
-  constexpr int W = S::W;
-  int64_t i = 0;
-  const auto misaligned = reinterpret_cast<uintptr_t>(dst) % (W * sizeof(float));
-  if (misaligned != 0) {
-    const int64_t head = static_cast<int64_t>((W * sizeof(float) - misaligned) / sizeof(float));
-    i = head < n ? head : n;
-    copy<S>(dst, src, i);
-  }
-  for (; i + W <= n; i += W) S::stream(dst + i, S::load(src + i));
-  if (i < n) copy<S>(dst + i, src + i, n - i);
-}
-
 // The output position of flattened element e: per-dim indices.
 // (A template like everything here: a plain inline function would be one symbol shared by the
 // ISA files, compiled for whichever ISA the linker keeps.)
@@ -239,7 +224,6 @@ void eltwise_run(const EltwiseProgram& p, const EltwiseBuffers& buf, int64_t beg
   const int last = p.rank - 1;
   const int64_t row = p.dims[last];
   Loc loc[kMaxEltwiseValues];
-  bool streamed = false;
   float* out_ptr[kMaxEltwiseValues];  // per value: where it is written in place, or null
   for (int v = 0; v < p.num_values(); ++v) out_ptr[v] = nullptr;
   int64_t e = begin;
@@ -259,6 +243,11 @@ void eltwise_run(const EltwiseProgram& p, const EltwiseBuffers& buf, int64_t beg
         loc[k] = Loc{nullptr, base[0]};
       } else if (in.contiguous) {
         loc[k] = Loc{base + e, 0};
+        // The next tile's lines, requested now so that memory stays busy while this tile
+        // computes (the hardware prefetcher alone leaves gaps between tiles).
+        const float* next = base + e + n;
+        const int64_t ahead = end - e - n < n ? end - e - n : n;
+        for (int64_t i = 0; i < ahead; i += 16) __builtin_prefetch(next + i, 0, 3);
       } else if (one_row) {
         int64_t off = 0;
         for (int d = 0; d < p.rank; ++d) off += idx[d] * in.strides[d];
@@ -269,8 +258,7 @@ void eltwise_run(const EltwiseProgram& p, const EltwiseBuffers& buf, int64_t beg
         loc[k] = Loc{g, 0};
       }
     }
-    for (int o = 0; o < n_out; ++o)
-      if (p.stream_slot[o] < 0) out_ptr[outs[o]] = buf.outputs[o] + e;
+    for (int o = 0; o < n_out; ++o) out_ptr[outs[o]] = buf.outputs[o] + e;
     for (int i = 0; i < n_code; ++i) {
       const EwInstr& in = code[i];
       if (in.op == EwOp::kFill) {
@@ -293,16 +281,10 @@ void eltwise_run(const EltwiseProgram& p, const EltwiseBuffers& buf, int64_t beg
     }
     for (int o = 0; o < n_out; ++o) {
       const Loc l = loc[outs[o]];
-      if (!l.p) {
-        fill<S>(buf.outputs[o] + e, l.s, n);
-      } else if (p.stream_slot[o] >= 0) {
-        stream_copy<S>(buf.outputs[o] + e, l.p, n);
-        streamed = true;
-      }
+      if (!l.p) fill<S>(buf.outputs[o] + e, l.s, n);
     }
     e += n;
   }
-  if (streamed) S::fence();  // order the non-temporal stores before the results are handed on
 }
 
 // One math function over an array (for accuracy tests and direct use).
