@@ -108,7 +108,7 @@ class ByKindCombiner final : public CombinerRule {
     auto by_entry = index_by(ctx, limit, /*entries=*/true);
     std::vector<char> marked(limit, 0);
     for (size_t up = 0; up < limit; ++up) {
-      const NodeSet& up_nodes = ctx.candidate(up).nodes;
+      const NodeSet up_nodes = ctx.candidate(up).nodes;  // a copy: adding reallocates the set
       // Downstream candidates this one feeds: those with an entry among its outside consumers.
       std::vector<size_t> downs;
       for (int v : ctx.subgraph(up).outputs())
@@ -157,7 +157,7 @@ class TupleArgCombiner final : public CombinerRule {
     auto by_exit = index_by(ctx, limit, /*entries=*/false);
     for (size_t i = 0; i < limit; ++i) {
       if (ctx.kind(i) > OpKind::kInjective) continue;
-      const NodeSet& inside = ctx.candidate(i).nodes;
+      const NodeSet inside = ctx.candidate(i).nodes;  // a copy: adding reallocates the set
       for (int n : inside) {
         if (!is_variadic(g, n)) continue;
         std::vector<int> producers;  // distinct, outside, non-constant
@@ -190,8 +190,9 @@ class MultiOutputCombiner final : public CombinerRule {
     const size_t limit = ctx.size();
     auto by_entry = index_by(ctx, limit, /*entries=*/true);
     for (size_t i = 0; i < limit; ++i) {
-      const NodeSet& inside = ctx.candidate(i).nodes;
-      for (int n : ctx.subgraph(i).exit_nodes()) {
+      const NodeSet inside = ctx.candidate(i).nodes;  // copies: adding reallocates the set
+      const NodeSet exits = ctx.subgraph(i).exit_nodes();
+      for (int n : exits) {
         int used_outputs = 0;
         std::vector<int> consumers;  // distinct, outside
         for (int v : g.node(n).outputs) {

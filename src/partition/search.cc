@@ -75,7 +75,9 @@ class Searcher {
     bool settled = false;
   };
 
-  bool past_deadline() const { return options_.deadline && Clock::now() >= *options_.deadline; }
+  bool past_deadline() const {
+    return (options_.deadline && Clock::now() >= *options_.deadline) || (options_.stop && options_.stop());
+  }
   bool convex(int c) {
     if (convex_[c] < 0) convex_[c] = reach_.is_convex(candidates_[c].nodes) ? 1 : 0;
     return convex_[c] != 0;

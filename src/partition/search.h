@@ -44,6 +44,8 @@ struct SearchProgress {
 
 struct SearchOptions {
   std::optional<std::chrono::steady_clock::time_point> deadline;
+  // Asked as often as the deadline: returning true ends the search the same way (Ctrl-C, tests).
+  std::function<bool()> stop;
   // Called every `progress_every` expansions, after each new cost, and once at the end.
   std::function<void(const SearchProgress&)> progress;
   int progress_every = 256;
