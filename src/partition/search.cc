@@ -18,7 +18,9 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 // The part of a search state that decides which extensions are valid.
 struct Frontier {
   NodeSet covered;
-  std::vector<int> open;  // group ids of the chosen partitions an uncovered node still reaches, sorted
+  // Group ids of the chosen partitions that an uncovered node still reaches in the contracted
+  // graph, sorted.
+  std::vector<int> open;
 
   bool operator==(const Frontier& o) const { return open == o.open && covered == o.covered; }
 };
@@ -50,17 +52,6 @@ class Searcher {
       auto [it, fresh] = group_ids.emplace(nodes, static_cast<int>(group_nodes_.size()));
       if (fresh) group_nodes_.push_back(nodes);
       group_of_.push_back(it->second);
-    }
-    ancestors_.assign(n_, NodeSet(n_));
-    for (int m = 0; m < n_; ++m) {
-      auto from = [&](int v) {
-        if (v == kNoValue || g.value(v).producer < 0) return;
-        int p = g.value(v).producer;
-        ancestors_[m] |= ancestors_[p];
-        ancestors_[m].add(p);
-      };
-      for (int v : g.node(m).inputs) from(v);
-      for (int v : g.node(m).implicit_inputs) from(v);
     }
   }
 
@@ -109,19 +100,20 @@ class Searcher {
   std::vector<std::vector<int>> by_first_;  // node -> candidates whose first node it is
   std::vector<NodeSet> group_nodes_;    // distinct node sets of candidates
   std::vector<int> group_of_;           // candidate -> group id
-  std::vector<NodeSet> ancestors_;      // node -> nodes with a path to it
   std::vector<PlannedPartition> evaluated_;
   SearchProgress progress_;
   int64_t since_report_ = 0;
 };
 
-// Whether choosing e (disjoint from f.covered, convex) closes a cycle among the contracted
-// partitions, uncovered nodes counting as single vertices: a path that leaves e and comes back.
-// Such a path must pass through a chosen partition (e is convex), and that partition is reached
-// from e, so it is open. No open partition, no cycle.
+// Whether choosing e (disjoint from f.covered, convex) closes a cycle in the contracted graph
+// (chosen partitions as vertices, uncovered nodes as single vertices): a path that leaves e and
+// comes back. Such a path must pass through a chosen partition (e is convex), which e, made of
+// uncovered nodes, reaches: an open one. No open partition, no cycle.
 bool Searcher::closes_cycle(const Frontier& f, const NodeSet& e) const {
   if (f.open.empty()) return false;
-  const int last = e.last();
+  // Nodes after both e and every open group can reach neither.
+  int limit = e.last();
+  for (int gid : f.open) limit = std::max(limit, group_nodes_[gid].last());
   NodeSet visited(n_);
   std::vector<int> stack;
   std::vector<char> group_done(f.open.size(), 0);
@@ -129,47 +121,76 @@ bool Searcher::closes_cycle(const Frontier& f, const NodeSet& e) const {
     for (int v : g_.node(x).outputs) {
       if (v == kNoValue) continue;
       for (int c : g_.value(v).consumers)
-        if (!visited.contains(c)) stack.push_back(c);
+        if (!visited.contains(c) && c <= limit) stack.push_back(c);
     }
   };
-  for (int x : e)
-    for (int v : g_.node(x).outputs) {
-      if (v == kNoValue) continue;
-      for (int c : g_.value(v).consumers)
-        if (!e.contains(c)) stack.push_back(c);
-    }
+  for (int x : e) visited.add(x);
+  for (int x : e) push_consumers(x);  // (consumers inside e are marked visited: not pushed)
+  visited -= e;
   while (!stack.empty()) {
     int x = stack.back();
     stack.pop_back();
     if (visited.contains(x)) continue;
     visited.add(x);
     if (e.contains(x)) return true;
-    if (f.covered.contains(x)) {
-      for (size_t k = 0; k < f.open.size(); ++k) {
-        const NodeSet& group = group_nodes_[f.open[k]];
-        if (group_done[k] || !group.contains(x)) continue;
-        group_done[k] = 1;
-        for (int y : group) visited.add(y);
-        for (int y : group) push_consumers(y);
-      }
-    } else if (x < last) {  // nodes after e's last cannot reach e
+    if (!f.covered.contains(x)) {
       push_consumers(x);
+      continue;
+    }
+    for (size_t k = 0; k < f.open.size(); ++k) {  // (a closed group is never reached from e)
+      const NodeSet& group = group_nodes_[f.open[k]];
+      if (group_done[k] || !group.contains(x)) continue;
+      group_done[k] = 1;
+      visited |= group;
+      for (int y : group) push_consumers(y);
     }
   }
   return false;
 }
 
+// The frontier after choosing candidate c. The open groups after it are among the open groups
+// before it and c itself (a closed group stays closed: contracting c creates no path from an
+// uncovered node that did not exist through c's nodes before). A group is open if a walk back
+// over producers, jumping across open groups, meets an uncovered node.
 Frontier Searcher::extend(const Frontier& f, int c) const {
   Frontier next;
   next.covered = f.covered | candidates_[c].nodes;
-  NodeSet uncovered = NodeSet::all(n_) - next.covered;
-  if (uncovered.empty()) return next;
+  if (next.covered.count() == n_) return next;
   std::vector<int> groups = f.open;
   groups.push_back(group_of_[c]);
-  for (int gid : groups) {
-    const NodeSet& group = group_nodes_[gid];
-    if (std::any_of(group.begin(), group.end(), [&](int x) { return ancestors_[x].intersects(uncovered); }))
-      next.open.push_back(gid);
+  auto group_index = [&](int x) {
+    for (size_t k = 0; k < groups.size(); ++k)
+      if (group_nodes_[groups[k]].contains(x)) return static_cast<int>(k);
+    return -1;
+  };
+  std::vector<signed char> open(groups.size(), -1);  // -1 unknown
+  for (size_t start = 0; start < groups.size(); ++start) {
+    std::vector<char> seen(groups.size(), 0);
+    std::vector<int> stack = {static_cast<int>(start)};
+    seen[start] = 1;
+    bool reached = false;
+    while (!stack.empty() && !reached) {
+      int k = stack.back();
+      stack.pop_back();
+      if (open[k] == 1) reached = true;
+      for (int x : group_nodes_[groups[k]]) {
+        if (reached) break;
+        auto producer = [&](int v) {
+          if (reached || v == kNoValue || g_.value(v).producer < 0) return;
+          int p = g_.value(v).producer;
+          if (!next.covered.contains(p)) {
+            reached = true;
+            return;
+          }
+          int j = group_index(p);
+          if (j >= 0 && !seen[j]) seen[j] = 1, stack.push_back(j);
+        };
+        for (int v : g_.node(x).inputs) producer(v);
+        for (int v : g_.node(x).implicit_inputs) producer(v);
+      }
+    }
+    open[start] = reached ? 1 : 0;
+    if (reached) next.open.push_back(groups[start]);
   }
   std::sort(next.open.begin(), next.open.end());
   return next;

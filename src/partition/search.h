@@ -11,9 +11,11 @@
 // candidate that would close a cycle with the partitions already chosen (uncovered nodes counting
 // as single vertices) is skipped; such a cycle survives any completion, so nothing valid is lost.
 // Whether a later candidate closes a cycle depends on how the covered nodes were grouped, though,
-// not only on which are covered: a state is therefore the covered set *and* the "open" groups,
-// the chosen partitions some uncovered node still reaches (closed ones can never lie on a future
-// cycle). Two paths with equal states have the same valid completions, so Dijkstra stays exact.
+// not only on which are covered (contracting a group creates paths between its nodes). A state is
+// therefore the covered set *and* the "open" groups: the chosen partitions that some uncovered
+// node reaches in the contracted graph. A closed group can never lie on a future cycle, and the
+// open ones decide every future cycle, so paths with equal states have the same valid
+// completions and Dijkstra over these states stays exact.
 //
 // Anytime: at the deadline the search returns the best complete plan it has found, or completes
 // the most advanced state greedily with already-measured candidates and reference singletons.

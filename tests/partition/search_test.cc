@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <map>
 #include <random>
 
 #include "partition/cached_estimator.h"
@@ -125,6 +126,36 @@ Graph random_graph(std::mt19937& rng, int num_nodes) {
   return finalized(std::move(g));
 }
 
+// Layers of 2-3 nodes, each reading one or two values of the layer before: crossings (a->b,
+// a->d, c->b, c->d) abound, so groups that feed each other do too.
+Graph layered_graph(std::mt19937& rng, int num_nodes) {
+  const std::vector<std::string> unary = {"Relu", "Neg", "Exp", "Sigmoid"};
+  const std::vector<std::string> binary = {"Add", "Mul", "MatMul"};
+  Graph g;
+  std::vector<int> previous = {g.add_input("x", f32({4, 4}))};
+  std::vector<int> all = previous;
+  std::set<int> used;
+  for (int made = 0; made < num_nodes;) {
+    std::vector<int> layer;
+    int width = 2 + static_cast<int>(rng() % 2);
+    for (int i = 0; i < width && made < num_nodes; ++i, ++made) {
+      bool is_binary = previous.size() > 1 && rng() % 10 < 7;
+      std::vector<int> inputs = {previous[rng() % previous.size()]};
+      if (is_binary) inputs.push_back(previous[rng() % previous.size()]);
+      for (int v : inputs) used.insert(v);
+      int out = g.add_value("v" + std::to_string(made));
+      g.add_node(is_binary ? binary[rng() % binary.size()] : unary[rng() % unary.size()], inputs, {out}, {},
+                 "n" + std::to_string(made));
+      layer.push_back(out);
+      all.push_back(out);
+    }
+    previous = layer;
+  }
+  for (size_t i = 1; i < all.size(); ++i)
+    if (!used.count(all[i])) g.mark_output(all[i]);
+  return finalized(std::move(g));
+}
+
 struct World {
   FakeBackend fa{"fa", FusionStyle::kArbitrary, {"Relu", "Add", "MatMul", "Exp", "Mul", "Transpose"}, 3};
   FakeBackend fb{"fb", FusionStyle::kTvmLike, {"Neg", "Add", "Mul", "Relu", "Transpose", "Sigmoid"}, 4};
@@ -183,6 +214,62 @@ TEST(Search, OptimalAgainstBruteForceOnRandomGraphs) {
   EXPECT_GT(cases_with_groups, 10);  // the plans do use fused groups
 }
 
+// One cheap backend that fuses any convex pair, with any number of exits: many
+// tempting groups feed each other, and which grouping of the covered nodes a path chose decides
+// which groups may follow.
+TEST(Search, OptimalAgainstBruteForceOnLayeredGraphs) {
+  FakeBackend fd("fd", FusionStyle::kArbitrary, {"Relu", "Neg", "Exp", "Sigmoid", "Add", "Mul", "MatMul"}, 3);
+  // Pairs at most, so that a pair is the best a group can do and crossing pairs tempt.
+  fd.accept_fn = [](const SubGraph& sg) { return sg.size() <= 2 ? Status() : unimplemented("pairs at most"); };
+  SubGraphConfig loose;
+  loose.max_depth = 3;
+  RulePtr rule = accepted_rule(
+      only_valid_rule(combine_rule(op_by_kind_rule(), {by_kind_combiner({{OpKind::kOpaque, OpKind::kOpaque}})}, {3, 20000}), loose));
+  int cyclic_temptations = 0;
+  for (uint32_t seed = 1; seed <= 150; ++seed) {
+    std::mt19937 rng(seed * 7919);
+    Graph g = layered_graph(rng, 4 + static_cast<int>(seed % 9));  // 4..12 nodes
+    std::vector<Candidate> cs = rule->candidates(g, fd);
+    for (Candidate& c : host_rule()->candidates(g, ref_backend())) cs.push_back(std::move(c));
+    MockCostModel model;
+    std::uniform_real_distribution<double> u(0.5e-3, 2e-3);
+    for (const char* op : {"Relu", "Neg", "Exp", "Sigmoid", "Add", "Mul", "MatMul"}) {
+      model.op_seconds["fd"][op] = u(rng);
+      model.op_seconds["ref"][op] = 3 * u(rng);
+    }
+    model.group_discount = 0.6;
+    MockEstimator brute_est(g, model), search_est(g, model);
+    double best = brute_force_best(g, cs, brute_est);
+    SearchOptions no_merge;
+    no_merge.merge = false;
+    auto r = search_plan(g, cs, search_est, no_merge);
+    ASSERT_TRUE(r.ok()) << "seed " << seed << ": " << r.status().to_string();
+    EXPECT_NEAR(r->seconds, best, 1e-12) << "seed " << seed << ", " << g.num_nodes() << " nodes, " << cs.size() << " candidates";
+    expect_valid_plan(g, *r);
+    // Would the cheapest covering ignoring executability have been cyclic?
+    MockEstimator any_est(g, model);
+    double unconstrained = std::numeric_limits<double>::infinity();
+    {
+      const int n = g.num_nodes();
+      std::vector<std::vector<int>> by_first(n);
+      for (size_t i = 0; i < cs.size(); ++i) by_first[cs[i].nodes.first()].push_back(static_cast<int>(i));
+      std::function<void(const NodeSet&, double)> visit = [&](const NodeSet& covered, double sum) {
+        if (sum >= unconstrained) return;
+        if (covered.count() == n) {
+          unconstrained = sum;
+          return;
+        }
+        int first = (NodeSet::all(n) - covered).first();
+        for (int c : by_first[first])
+          if (!cs[c].nodes.intersects(covered)) visit(covered | cs[c].nodes, sum + any_est.cost(cs[c]).seconds);
+      };
+      visit(NodeSet(n), 0.0);
+    }
+    cyclic_temptations += unconstrained < best - 1e-12;
+  }
+  EXPECT_GT(cyclic_temptations, 5);  // the test does exercise the executability check
+}
+
 TEST(Search, MutuallyFeedingPartitionsAreNeverBothChosen) {
   Graph g = mutually_feeding();
   FakeBackend fa("fa", FusionStyle::kArbitrary, {"Relu", "Neg", "Add", "Mul"});
@@ -201,6 +288,55 @@ TEST(Search, MutuallyFeedingPartitionsAreNeverBothChosen) {
   EXPECT_EQ(groups, 1);
   EXPECT_NEAR(r->seconds, 1.5e-3 + 20e-3, 1e-12);  // one pair (2 ops at 0.75) and two ref singletons
   EXPECT_TRUE(r->optimal);
+}
+
+// Costs from a table by node names ("a,e"); candidates not in it are invalid.
+class TableEstimator final : public CostEstimator {
+ public:
+  TableEstimator(const Graph& g, std::map<std::string, double> table) : g_(g), table_(std::move(table)) {}
+  Cost cost(const Candidate& c) override {
+    auto it = table_.find(names_of(g_, c.nodes));
+    return it == table_.end() ? Cost::invalid("not in the table") : Cost::of(it->second);
+  }
+
+ private:
+  const Graph& g_;
+  std::map<std::string, double> table_;
+};
+
+// The same covered set {c, a, e}, reached two ways: {c} then {a, e} (cost 2), or {c, e} then {a}
+// (cost 2.5). Only the second lets {p, q} follow: with {a, e} chosen, a -> q and p -> e make
+// {a, e} and {p, q} feed each other. A search keyed by covered nodes alone would keep the first
+// and end at 4; keyed by the open groups too, it finds 3.5.
+TEST(Search, StatesRememberHowCoveredNodesWereGrouped) {
+  Graph g;
+  int x = g.add_input("x", f32({4}));
+  int vc = g.add_value("vc"), va = g.add_value("va"), vp = g.add_value("vp"), vq = g.add_value("vq"), ve = g.add_value("ve");
+  g.add_node("Exp", {x}, {vc}, {}, "c");
+  g.add_node("Relu", {x}, {va}, {}, "a");
+  g.add_node("Sigmoid", {x}, {vp}, {}, "p");
+  g.add_node("Add", {va, vp}, {vq}, {}, "q");
+  g.add_node("Add", {vp, vc}, {ve}, {}, "e");
+  g.mark_output(vc);  // first, so that c comes first in post-DFS order: c, a, p, q, e
+  g.mark_output(vq);
+  g.mark_output(ve);
+  g = finalized(std::move(g));
+  ASSERT_EQ(names_of(g, NodeSet::all(g.num_nodes())), "c,a,p,q,e");
+  FakeBackend fd("fd", FusionStyle::kArbitrary, {"Exp", "Relu", "Sigmoid", "Add"});
+  std::vector<Candidate> cs;
+  for (auto names : {"c", "a", "p", "q", "e", "a,e", "c,e", "p,q"}) {
+    NodeSet s(g.num_nodes());
+    for (int n = 0; n < g.num_nodes(); ++n)
+      if (("," + std::string(names) + ",").find("," + g.node(n).name + ",") != std::string::npos) s.add(n);
+    cs.push_back({s, &fd, "test"});
+  }
+  TableEstimator est(g, {{"c", 1}, {"a", 1}, {"p", 1}, {"q", 1}, {"e", 1}, {"a,e", 1}, {"c,e", 1.5}, {"p,q", 1}});
+  SearchOptions no_merge;
+  no_merge.merge = false;
+  auto r = search_plan(g, cs, est, no_merge);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_DOUBLE_EQ(r->seconds, 3.5);
+  expect_valid_plan(g, *r);
 }
 
 TEST(Search, MeasurementCapIsHonoured) {
