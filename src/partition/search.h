@@ -60,9 +60,10 @@ struct PlannedPartition {
 };
 
 struct SearchResult {
-  // Disjoint, covering every node, in an order they can run in.
+  // Disjoint, covering every node, in an order they can run in. After a fallback, some may carry
+  // a cost that is not valid (never measured, or refused by the estimator).
   std::vector<PlannedPartition> partitions;
-  double seconds = 0;     // predicted: the sum of the partitions' costs
+  double seconds = 0;     // predicted: the sum of the valid partition costs
   bool optimal = false;   // the search finished before the deadline (optimal over the candidates)
   bool fallback = false;  // no complete plan by the deadline: completed greedily
   int merges = 0;

@@ -116,8 +116,8 @@ Graph random_graph(std::mt19937& rng, int num_nodes) {
     std::string op_type = is_binary ? binary[rng() % binary.size()] : unary[rng() % unary.size()];
     std::vector<int> inputs = {pick()};
     if (is_binary) inputs.push_back(pick());
-    int out = g.add_value("v" + std::to_string(i));
-    g.add_node(op_type, inputs, {out}, {}, "n" + std::to_string(i));
+    int out = g.add_value('v' + std::to_string(i));
+    g.add_node(op_type, inputs, {out}, {}, 'n' + std::to_string(i));
     values.push_back(out);
     used.push_back(0);
   }
@@ -143,9 +143,9 @@ Graph layered_graph(std::mt19937& rng, int num_nodes) {
       std::vector<int> inputs = {previous[rng() % previous.size()]};
       if (is_binary) inputs.push_back(previous[rng() % previous.size()]);
       for (int v : inputs) used.insert(v);
-      int out = g.add_value("v" + std::to_string(made));
+      int out = g.add_value('v' + std::to_string(made));
       g.add_node(is_binary ? binary[rng() % binary.size()] : unary[rng() % unary.size()], inputs, {out}, {},
-                 "n" + std::to_string(made));
+                 'n' + std::to_string(made));
       layer.push_back(out);
       all.push_back(out);
     }
@@ -327,7 +327,7 @@ TEST(Search, StatesRememberHowCoveredNodesWereGrouped) {
   for (auto names : {"c", "a", "p", "q", "e", "a,e", "c,e", "p,q"}) {
     NodeSet s(g.num_nodes());
     for (int n = 0; n < g.num_nodes(); ++n)
-      if (("," + std::string(names) + ",").find("," + g.node(n).name + ",") != std::string::npos) s.add(n);
+      if ((',' + std::string(names) + ',').find(',' + g.node(n).name + ',') != std::string::npos) s.add(n);
     cs.push_back({s, &fd, "test"});
   }
   TableEstimator est(g, {{"c", 1}, {"a", 1}, {"p", 1}, {"q", 1}, {"e", 1}, {"a,e", 1}, {"c,e", 1.5}, {"p,q", 1}});
@@ -371,8 +371,8 @@ TEST(Search, MeasuresLazily) {
   Graph g;
   int v = g.add_input("x", f32({4}));
   for (int i = 0; i < 8; ++i) {
-    int out = g.add_value("v" + std::to_string(i));
-    g.add_node(i % 2 ? "Neg" : "Relu", {v}, {out}, {}, "n" + std::to_string(i));
+    int out = g.add_value('v' + std::to_string(i));
+    g.add_node(i % 2 ? "Neg" : "Relu", {v}, {out}, {}, 'n' + std::to_string(i));
     v = out;
   }
   g.mark_output(v);
