@@ -6,8 +6,8 @@
 
 namespace tessera {
 
-CachedEstimator::CachedEstimator(const Graph& g, CostDatabase* db, CostEstimator& inner, int threads,
-                                 std::string cpu)
+CachedEstimator::CachedEstimator(const Graph& g, CostDatabase* db, CostEstimator& inner,
+                                 int threads, std::string cpu)
     : graph_(g), db_(db), inner_(inner), threads_(threads), cpu_(std::move(cpu)) {}
 
 CostKey CachedEstimator::key(const Candidate& c) const {
@@ -22,7 +22,8 @@ CostKey CachedEstimator::key(const Candidate& c) const {
 
 void CachedEstimator::report(const Status& st) {
   if (errors_++ == 0) {
-    std::fprintf(stderr, "tessera: warning: %s; measuring without the cost database\n", st.to_string().c_str());
+    std::fprintf(stderr, "tessera: warning: %s; measuring without the cost database\n",
+                 st.to_string().c_str());
   }
 }
 

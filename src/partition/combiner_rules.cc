@@ -20,7 +20,8 @@ CombineContext::CombineContext(const Graph& g, const Backend& backend, const Rea
       if (v == kNoValue) continue;
       any_input = true;
       const Value& val = g.value(v);
-      all_constant &= val.constant.has_value() || (val.producer >= 0 && constant_node_[val.producer]);
+      all_constant &=
+          val.constant.has_value() || (val.producer >= 0 && constant_node_[val.producer]);
     }
     // A node without inputs (RandomNormal, ...) is not a constant.
     constant_node_[n] = any_input && all_constant;
@@ -90,7 +91,8 @@ void add_products(CombineContext& ctx, size_t base, const std::vector<std::vecto
       parts.push_back(c);
       any_new |= c >= ctx.first_new();
     }
-    if (disjoint && any_new && parts.size() >= 2) ctx.add_union(parts, NodeSet(ctx.graph().num_nodes()), rule_name);
+    if (disjoint && any_new && parts.size() >= 2)
+      ctx.add_union(parts, NodeSet(ctx.graph().num_nodes()), rule_name);
     // Next choice, like an odometer.
     size_t f = 0;
     while (f < options.size() && ++pick[f] == options[f].size()) pick[f++] = 0;
@@ -100,7 +102,8 @@ void add_products(CombineContext& ctx, size_t base, const std::vector<std::vecto
 
 class ByKindCombiner final : public CombinerRule {
  public:
-  explicit ByKindCombiner(std::vector<std::pair<OpKind, OpKind>> pairs) : pairs_(std::move(pairs)) {}
+  explicit ByKindCombiner(std::vector<std::pair<OpKind, OpKind>> pairs)
+      : pairs_(std::move(pairs)) {}
 
   void append(CombineContext& ctx) const override {
     const Graph& g = ctx.graph();
@@ -124,8 +127,9 @@ class ByKindCombiner final : public CombinerRule {
         if (ctx.candidate(down).nodes.intersects(up_nodes)) continue;
         for (const auto& [up_kind, down_kind] : pairs_) {
           if (ctx.kind(up) > up_kind || ctx.kind(down) > down_kind) continue;
-          ctx.add_union({up, down}, NodeSet(g.num_nodes()),
-                        std::string("combine:") + op_kind_name(up_kind) + "->" + op_kind_name(down_kind));
+          ctx.add_union(
+              {up, down}, NodeSet(g.num_nodes()),
+              std::string("combine:") + op_kind_name(up_kind) + "->" + op_kind_name(down_kind));
           break;
         }
       }
@@ -135,7 +139,8 @@ class ByKindCombiner final : public CombinerRule {
   std::string to_string() const override {
     std::string s = "by_kind(";
     for (size_t i = 0; i < pairs_.size(); ++i)
-      s += (i ? ", " : "") + std::string(op_kind_name(pairs_[i].first)) + "->" + op_kind_name(pairs_[i].second);
+      s += (i ? ", " : "") + std::string(op_kind_name(pairs_[i].first)) + "->" +
+           op_kind_name(pairs_[i].second);
     return s + ")";
   }
 
@@ -165,7 +170,8 @@ class TupleArgCombiner final : public CombinerRule {
           if (v == kNoValue) continue;
           int p = g.value(v).producer;
           if (p < 0 || inside.contains(p)) continue;
-          if (std::find(producers.begin(), producers.end(), p) == producers.end()) producers.push_back(p);
+          if (std::find(producers.begin(), producers.end(), p) == producers.end())
+            producers.push_back(p);
         }
         if (producers.size() < 2) continue;
         std::vector<std::vector<size_t>> options;
@@ -199,7 +205,8 @@ class MultiOutputCombiner final : public CombinerRule {
           if (v == kNoValue || g.value(v).consumers.empty()) continue;
           ++used_outputs;
           for (int c : g.value(v).consumers)
-            if (!inside.contains(c) && std::find(consumers.begin(), consumers.end(), c) == consumers.end())
+            if (!inside.contains(c) &&
+                std::find(consumers.begin(), consumers.end(), c) == consumers.end())
               consumers.push_back(c);
         }
         if (used_outputs < 2 || consumers.size() < 2) continue;

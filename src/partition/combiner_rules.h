@@ -53,7 +53,8 @@ class CombineContext {
   bool add(Candidate c);
   // Adds the union of the candidates `parts` plus `extra` nodes, named `rule_name`, unless it is
   // already there, not convex, too deep, or the set is full.
-  bool add_union(const std::vector<size_t>& parts, const NodeSet& extra, const std::string& rule_name);
+  bool add_union(const std::vector<size_t>& parts, const NodeSet& extra,
+                 const std::string& rule_name);
 
   // Starts the next round; returns false when the last round added nothing.
   bool next_round();

@@ -13,7 +13,8 @@ Result<std::vector<int>> partition_order(const Graph& g, const std::vector<NodeS
   for (size_t p = 0; p < parts.size(); ++p) {
     if (parts[p].capacity() != n) return invalid_argument("a partition of another graph");
     for (int m : parts[p]) {
-      if (vertex_of[m] >= 0) return invalid_argument(g.node(m).describe() + " is in two partitions");
+      if (vertex_of[m] >= 0)
+        return invalid_argument(g.node(m).describe() + " is in two partitions");
       vertex_of[m] = static_cast<int>(p);
     }
     first_node.push_back(parts[p].empty() ? n : parts[p].first());

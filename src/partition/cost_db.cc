@@ -70,7 +70,8 @@ int query_text(sqlite3* db, const char* sql, std::string* first) {
 // both move it aside (the second would move away the first one's fresh database).
 class OpenLock {
  public:
-  explicit OpenLock(const std::string& path) : fd_(::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+  explicit OpenLock(const std::string& path)
+      : fd_(::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
     if (fd_ >= 0) ::flock(fd_, LOCK_EX);  // without a lock file, open unserialized
   }
   ~OpenLock() {
@@ -107,13 +108,14 @@ Status open_checked(const std::string& path, sqlite3** out, bool* corrupt) {
 
   std::string version;
   rc = query_text(db, "PRAGMA user_version", &version);
-  if (rc != SQLITE_OK) return fail(sql_error(db, rc, "cannot read the schema version"), is_corruption(rc));
+  if (rc != SQLITE_OK)
+    return fail(sql_error(db, rc, "cannot read the schema version"), is_corruption(rc));
   if (version == "0") {
     // A new file (or one being created by another process right now: IMMEDIATE takes the write
     // lock first, and IF NOT EXISTS makes the second creator a no-op).
     char* err = nullptr;
-    std::string sql = std::string("BEGIN IMMEDIATE;") + kSchema + "PRAGMA user_version=" +
-                      std::to_string(kSchemaVersion) + ";COMMIT;";
+    std::string sql = std::string("BEGIN IMMEDIATE;") + kSchema +
+                      "PRAGMA user_version=" + std::to_string(kSchemaVersion) + ";COMMIT;";
     rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
     sqlite3_free(err);
     if (rc != SQLITE_OK) {
@@ -125,8 +127,10 @@ Status open_checked(const std::string& path, sqlite3** out, bool* corrupt) {
   }
   // The table must be the one we expect (a foreign SQLite file would have user_version 0 and
   // gain our table, which is harmless; a damaged schema fails here).
-  rc = query_text(db, "SELECT subgraph_hash, backend, backend_version, threads, cpu, seconds, noise, "
-                      "valid, reason, label, measured_at FROM costs LIMIT 0", nullptr);
+  rc = query_text(db,
+                  "SELECT subgraph_hash, backend, backend_version, threads, cpu, seconds, noise, "
+                  "valid, reason, label, measured_at FROM costs LIMIT 0",
+                  nullptr);
   if (rc != SQLITE_OK) return fail(sql_error(db, rc, "unexpected schema"), true);
   *out = db;
   return Status();
@@ -134,7 +138,8 @@ Status open_checked(const std::string& path, sqlite3** out, bool* corrupt) {
 
 // Moves `path` (and its WAL and shared-memory files) aside; returns the new name.
 Result<std::string> move_aside(const std::string& path) {
-  std::string aside = path + ".corrupt-" + std::to_string(std::time(nullptr)) + "-" + std::to_string(::getpid());
+  std::string aside =
+      path + ".corrupt-" + std::to_string(std::time(nullptr)) + "-" + std::to_string(::getpid());
   std::error_code ec;
   std::filesystem::rename(path, aside, ec);
   if (ec) return io_error("cannot move " + path + " aside: " + ec.message());
@@ -155,7 +160,8 @@ std::string home_dir() {
 
 std::string CostDatabase::default_path() {
   if (const char* env = std::getenv("TESSERA_COST_DB"); env && *env) return env;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/tessera/costs.sqlite";
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return std::string(xdg) + "/tessera/costs.sqlite";
   return home_dir() + "/.cache/tessera/costs.sqlite";
 }
 
@@ -164,7 +170,9 @@ Result<std::unique_ptr<CostDatabase>> CostDatabase::open(std::string path) {
   std::filesystem::path parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  if (ec) return io_error("cost database " + path + ": cannot create " + parent.string() + ": " + ec.message());
+  if (ec)
+    return io_error("cost database " + path + ": cannot create " + parent.string() + ": " +
+                    ec.message());
 
   std::unique_ptr<CostDatabase> cdb(new CostDatabase());
   cdb->path_ = path;
@@ -175,7 +183,9 @@ Result<std::unique_ptr<CostDatabase>> CostDatabase::open(std::string path) {
     if (st.ok()) break;
     if (!corrupt || attempt > 0) return st.with_context("cost database " + path);
     TESSERA_ASSIGN_OR_RETURN(cdb->moved_aside_, move_aside(path));
-    std::fprintf(stderr, "tessera: warning: cost database %s is damaged (%s); moved it to %s and started an empty one\n",
+    std::fprintf(stderr,
+                 "tessera: warning: cost database %s is damaged (%s); moved it to %s and started "
+                 "an empty one\n",
                  path.c_str(), st.message().c_str(), cdb->moved_aside_.c_str());
   }
   TESSERA_RETURN_IF_ERROR(cdb->prepare().with_context("cost database " + path));
@@ -187,8 +197,10 @@ Status CostDatabase::prepare() {
       "SELECT seconds, noise, valid, reason FROM costs WHERE subgraph_hash=?1 AND backend=?2 AND "
       "backend_version=?3 AND threads=?4 AND cpu=?5";
   const char* store =
-      "INSERT OR REPLACE INTO costs (subgraph_hash, backend, backend_version, threads, cpu, seconds, "
-      "noise, valid, reason, label, measured_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+      "INSERT OR REPLACE INTO costs (subgraph_hash, backend, backend_version, threads, cpu, "
+      "seconds, "
+      "noise, valid, reason, label, measured_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+      "?11)";
   int rc = sqlite3_prepare_v2(db_, lookup, -1, &lookup_, nullptr);
   if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(db_, store, -1, &store_, nullptr);
   return rc == SQLITE_OK ? Status() : sql_error(db_, rc, "cannot prepare statements");
@@ -237,7 +249,8 @@ Result<std::optional<Cost>> CostDatabase::lookup(const CostKey& key) {
 }
 
 Status CostDatabase::store(const CostKey& key, const Cost& cost, const std::string& label) {
-  if (!cost.measured) return invalid_argument("an unmeasured cost is not stored (" + cost.reason + ")");
+  if (!cost.measured)
+    return invalid_argument("an unmeasured cost is not stored (" + cost.reason + ")");
   StatementReset reset{store_};
   bind_key(store_, key);
   sqlite3_bind_double(store_, 6, cost.seconds);

@@ -18,9 +18,9 @@ namespace tessera {
 
 struct MockCostModel {
   double default_op_seconds = 1e-3;
-  std::map<std::string, double> backend_op_seconds;  // backend name -> per-op cost
+  std::map<std::string, double> backend_op_seconds;                 // backend name -> per-op cost
   std::map<std::string, std::map<std::string, double>> op_seconds;  // backend -> op type -> cost
-  std::map<std::string, std::set<std::string>> invalid_ops;  // backend -> ops it gets wrong
+  std::map<std::string, std::set<std::string>> invalid_ops;         // backend -> ops it gets wrong
   double group_discount = 0.5;
   int max_measurements = 0;  // distinct candidates it will estimate; 0: no limit
 };
@@ -46,7 +46,9 @@ class MockEstimator final : public CostEstimator {
     bool operator==(const Key& o) const { return backend == o.backend && nodes == o.nodes; }
   };
   struct KeyHash {
-    size_t operator()(const Key& k) const { return k.nodes.hash() * 31 + std::hash<const void*>()(k.backend); }
+    size_t operator()(const Key& k) const {
+      return k.nodes.hash() * 31 + std::hash<const void*>()(k.backend);
+    }
   };
   const Graph& graph_;
   MockCostModel model_;

@@ -17,7 +17,9 @@ class OpByKindRule final : public PartitionRule {
     }
     return out;
   }
-  std::string to_string() const override { return std::string("op_by_kind(") + op_kind_name(max_kind_) + ")"; }
+  std::string to_string() const override {
+    return std::string("op_by_kind(") + op_kind_name(max_kind_) + ")";
+  }
 
  private:
   OpKind max_kind_;
@@ -26,7 +28,10 @@ class OpByKindRule final : public PartitionRule {
 class PatternRule final : public PartitionRule {
  public:
   PatternRule(std::string name, Pattern pattern, MatchFilter filter, MatchOptions options)
-      : name_(std::move(name)), pattern_(std::move(pattern)), filter_(std::move(filter)), options_(options) {}
+      : name_(std::move(name)),
+        pattern_(std::move(pattern)),
+        filter_(std::move(filter)),
+        options_(options) {}
   std::vector<Candidate> candidates(const Graph& g, const Backend& backend) const override {
     std::vector<Candidate> out;
     for (const Match& m : match_all(g, pattern_, options_)) {
@@ -37,7 +42,9 @@ class PatternRule final : public PartitionRule {
     }
     return dedupe_candidates(std::move(out));
   }
-  std::string to_string() const override { return "pattern(" + name_ + ": " + pattern_.to_string() + ")"; }
+  std::string to_string() const override {
+    return "pattern(" + name_ + ": " + pattern_.to_string() + ")";
+  }
 
  private:
   std::string name_;
@@ -50,7 +57,8 @@ class HostRule final : public PartitionRule {
  public:
   std::vector<Candidate> candidates(const Graph& g, const Backend& backend) const override {
     std::vector<Candidate> out;
-    for (int n = 0; n < g.num_nodes(); ++n) out.push_back({NodeSet::of(g.num_nodes(), {n}), &backend, "host"});
+    for (int n = 0; n < g.num_nodes(); ++n)
+      out.push_back({NodeSet::of(g.num_nodes(), {n}), &backend, "host"});
     return out;
   }
   std::string to_string() const override { return "host"; }
@@ -87,7 +95,9 @@ class CompositeRule final : public PartitionRule {
     }
     return out;
   }
-  std::string to_string() const override { return "composite(" + name_ + ", " + sub_->to_string() + ")"; }
+  std::string to_string() const override {
+    return "composite(" + name_ + ", " + sub_->to_string() + ")";
+  }
 
  private:
   std::string name_;
@@ -161,10 +171,13 @@ bool is_ref(const Backend& b) { return &b == &ref_backend(); }
 
 RulePtr op_by_kind_rule(OpKind max_kind) { return std::make_shared<OpByKindRule>(max_kind); }
 RulePtr pattern_rule(std::string name, Pattern pattern, MatchFilter filter, MatchOptions options) {
-  return std::make_shared<PatternRule>(std::move(name), std::move(pattern), std::move(filter), options);
+  return std::make_shared<PatternRule>(std::move(name), std::move(pattern), std::move(filter),
+                                       options);
 }
 RulePtr host_rule() { return std::make_shared<HostRule>(); }
-RulePtr union_rule(std::vector<RulePtr> rules) { return std::make_shared<UnionRule>(std::move(rules)); }
+RulePtr union_rule(std::vector<RulePtr> rules) {
+  return std::make_shared<UnionRule>(std::move(rules));
+}
 RulePtr composite_rule(std::string name, RulePtr sub) {
   return std::make_shared<CompositeRule>(std::move(name), std::move(sub));
 }
@@ -214,7 +227,8 @@ RulePtr rules_for(const Backend& backend, const RuleOptions& options) {
     std::vector<CombinerPtr> combiners =
         style == FusionStyle::kTvmLike
             ? tvm_combiners()
-            : std::vector<CombinerPtr>{by_kind_combiner({{OpKind::kOpaque, OpKind::kOpaque}}), constant_combiner()};
+            : std::vector<CombinerPtr>{by_kind_combiner({{OpKind::kOpaque, OpKind::kOpaque}}),
+                                       constant_combiner()};
     CombineOptions combine{depth, options.max_candidates};
     SubGraphConfig config;
     config.max_exits = 1;

@@ -57,7 +57,7 @@ RulePtr only_valid_rule(RulePtr sub, SubGraphConfig config);
 RulePtr accepted_rule(RulePtr sub);
 
 struct CombineOptions {
-  int max_depth = 0;             // unions deeper than this are not formed (0: no limit)
+  int max_depth = 0;              // unions deeper than this are not formed (0: no limit)
   size_t max_candidates = 20000;  // stop growing the set here (a guard against blow-up)
 };
 RulePtr combine_rule(RulePtr sub, std::vector<CombinerPtr> combiners, CombineOptions options = {});

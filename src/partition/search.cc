@@ -34,8 +34,14 @@ struct FrontierHash {
 
 class Searcher {
  public:
-  Searcher(const Graph& g, const std::vector<Candidate>& given, CostEstimator& estimator, const SearchOptions& options)
-      : g_(g), n_(g.num_nodes()), estimator_(estimator), options_(options), reach_(g), start_(Clock::now()) {
+  Searcher(const Graph& g, const std::vector<Candidate>& given, CostEstimator& estimator,
+           const SearchOptions& options)
+      : g_(g),
+        n_(g.num_nodes()),
+        estimator_(estimator),
+        options_(options),
+        reach_(g),
+        start_(Clock::now()) {
     CandidateSet set;
     for (const Candidate& c : given) set.add(c);
     // Every node gets a reference singleton, so that a plan always exists.
@@ -67,7 +73,8 @@ class Searcher {
   };
 
   bool past_deadline() const {
-    return (options_.deadline && Clock::now() >= *options_.deadline) || (options_.stop && options_.stop());
+    return (options_.deadline && Clock::now() >= *options_.deadline) ||
+           (options_.stop && options_.stop());
   }
   bool convex(int c) {
     if (convex_[c] < 0) convex_[c] = reach_.is_convex(candidates_[c].nodes) ? 1 : 0;
@@ -96,10 +103,10 @@ class Searcher {
   Clock::time_point start_;
   std::vector<Candidate> candidates_;
   std::vector<std::optional<Cost>> costs_;
-  std::vector<signed char> convex_;    // -1 unknown
+  std::vector<signed char> convex_;         // -1 unknown
   std::vector<std::vector<int>> by_first_;  // node -> candidates whose first node it is
-  std::vector<NodeSet> group_nodes_;    // distinct node sets of candidates
-  std::vector<int> group_of_;           // candidate -> group id
+  std::vector<NodeSet> group_nodes_;        // distinct node sets of candidates
+  std::vector<int> group_of_;               // candidate -> group id
   std::vector<PlannedPartition> evaluated_;
   SearchProgress progress_;
   int64_t since_report_ = 0;
@@ -230,7 +237,8 @@ void Searcher::greedy_complete(Frontier f, std::vector<int>& chosen) {
 
 Result<SearchResult> Searcher::run() {
   for (const Candidate& c : candidates_)
-    if (c.nodes.capacity() != n_ || !c.backend) return invalid_argument("a candidate of another graph or without backend");
+    if (c.nodes.capacity() != n_ || !c.backend)
+      return invalid_argument("a candidate of another graph or without backend");
   SearchResult result;
   std::vector<State> states;
   std::unordered_map<Frontier, int, FrontierHash> state_of;
@@ -275,7 +283,8 @@ Result<SearchResult> Searcher::run() {
       if (closes_cycle(here, cand.nodes)) continue;
       Frontier next = extend(here, c);
       auto known = state_of.find(next);
-      if (known != state_of.end() && states[known->second].dist <= d) continue;  // cannot improve it
+      if (known != state_of.end() && states[known->second].dist <= d)
+        continue;  // cannot improve it
       const std::optional<Cost>& cost = cost_of(c);
       if (!cost->valid) continue;
       double nd = d + cost->seconds;
@@ -301,7 +310,8 @@ Result<SearchResult> Searcher::run() {
 
   std::vector<int> chosen;
   int from = best_state >= 0 ? best_state : most_advanced;
-  for (int s = from; states[s].parent >= 0; s = states[s].parent) chosen.push_back(states[s].candidate);
+  for (int s = from; states[s].parent >= 0; s = states[s].parent)
+    chosen.push_back(states[s].candidate);
   std::reverse(chosen.begin(), chosen.end());
   if (best_state < 0) {
     result.fallback = true;
@@ -347,7 +357,8 @@ std::vector<PlannedPartition> Searcher::merge(std::vector<PlannedPartition> part
           if (v == kNoValue) continue;
           for (int c : g_.value(v).consumers) {
             int j = part_of[c];
-            if (j >= 0 && j != static_cast<int>(i) && std::find(neighbours.begin(), neighbours.end(), j) == neighbours.end())
+            if (j >= 0 && j != static_cast<int>(i) &&
+                std::find(neighbours.begin(), neighbours.end(), j) == neighbours.end())
               neighbours.push_back(j);
           }
         }
@@ -360,7 +371,9 @@ std::vector<PlannedPartition> Searcher::merge(std::vector<PlannedPartition> part
         if (sg.depth() > b->max_fusion_depth() || !b->accepts(sg).ok()) continue;
         std::vector<NodeSet> sets;
         for (size_t k = 0; k < parts.size(); ++k)
-          if (static_cast<int>(k) != j) sets.push_back(static_cast<int>(k) == static_cast<int>(i) ? nodes : parts[k].candidate.nodes);
+          if (static_cast<int>(k) != j)
+            sets.push_back(static_cast<int>(k) == static_cast<int>(i) ? nodes
+                                                                      : parts[k].candidate.nodes);
         if (!jointly_executable(g_, sets)) continue;
         auto key = std::make_pair(b, nodes.to_vector());
         auto it = merged_costs.find(key);
@@ -373,7 +386,8 @@ std::vector<PlannedPartition> Searcher::merge(std::vector<PlannedPartition> part
         }
         const Cost& cost = it->second;
         double gain = parts[i].cost.seconds + parts[j].cost.seconds - cost.seconds;
-        if (cost.valid && gain > best_gain) best_gain = gain, best_i = static_cast<int>(i), best_j = j, best_cost = cost;
+        if (cost.valid && gain > best_gain)
+          best_gain = gain, best_i = static_cast<int>(i), best_j = j, best_cost = cost;
       }
     }
     if (best_i < 0) return parts;
@@ -387,8 +401,8 @@ std::vector<PlannedPartition> Searcher::merge(std::vector<PlannedPartition> part
 
 }  // namespace
 
-Result<SearchResult> search_plan(const Graph& g, const std::vector<Candidate>& candidates, CostEstimator& estimator,
-                                 const SearchOptions& options) {
+Result<SearchResult> search_plan(const Graph& g, const std::vector<Candidate>& candidates,
+                                 CostEstimator& estimator, const SearchOptions& options) {
   Searcher searcher(g, candidates, estimator, options);
   return searcher.run();
 }

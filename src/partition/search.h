@@ -39,9 +39,9 @@ struct SearchProgress {
   int64_t candidates_costed = 0;  // distinct candidates the estimator was asked about
   int nodes_covered = 0;          // the most nodes covered by any state expanded so far
   int num_nodes = 0;
-  double best_seconds = -1;       // the best complete plan so far; -1 while there is none
+  double best_seconds = -1;  // the best complete plan so far; -1 while there is none
   double elapsed_seconds = 0;
-  bool merging = false;           // the final merge phase
+  bool merging = false;  // the final merge phase
 };
 
 struct SearchOptions {

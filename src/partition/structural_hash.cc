@@ -31,7 +31,8 @@ void put_tensor(std::string& out, const Tensor& t) {
     for (const std::string& s : t.strings()) put_string(out, s);
   } else if (t.raw_data() && t.nbytes() > 0) {
     char buf[20];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a64(t.raw_data(), t.nbytes())));
+    std::snprintf(buf, sizeof buf, "%016llx",
+                  static_cast<unsigned long long>(fnv1a64(t.raw_data(), t.nbytes())));
     out += buf;
   }
   out += ')';
@@ -48,12 +49,25 @@ void put_attribute(std::string& out, const Attribute& a) {
     case T::kFloat: put_float(out, a.f); break;
     case T::kString: put_string(out, a.s); break;
     case T::kTensor: put_tensor(out, a.t); break;
-    case T::kGraph: if (a.g) put_graph(out, *a.g); break;
-    case T::kInts: for (int64_t x : a.ints) out += std::to_string(x) + ','; break;
-    case T::kFloats: for (float x : a.floats) put_float(out, x), out += ','; break;
-    case T::kStrings: for (const std::string& s : a.strings) put_string(out, s); break;
-    case T::kTensors: for (const Tensor& t : a.tensors) put_tensor(out, t); break;
-    case T::kGraphs: for (const auto& g : a.graphs) if (g) put_graph(out, *g); break;
+    case T::kGraph:
+      if (a.g) put_graph(out, *a.g);
+      break;
+    case T::kInts:
+      for (int64_t x : a.ints) out += std::to_string(x) + ',';
+      break;
+    case T::kFloats:
+      for (float x : a.floats) put_float(out, x), out += ',';
+      break;
+    case T::kStrings:
+      for (const std::string& s : a.strings) put_string(out, s);
+      break;
+    case T::kTensors:
+      for (const Tensor& t : a.tensors) put_tensor(out, t);
+      break;
+    case T::kGraphs:
+      for (const auto& g : a.graphs)
+        if (g) put_graph(out, *g);
+      break;
     case T::kType: out += a.type_value.to_string(); break;
     case T::kUndefined: break;
   }

@@ -24,13 +24,16 @@ using namespace partition_test;
 class CostDbTest : public testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(testing::TempDir()) / ("cost_db_" + std::to_string(::getpid()) + "_" +
-                                           testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::path(testing::TempDir()) /
+           ("cost_db_" + std::to_string(::getpid()) + "_" +
+            testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name = "costs.sqlite") const { return (dir_ / name).string(); }
+  std::string path(const std::string& name = "costs.sqlite") const {
+    return (dir_ / name).string();
+  }
 
   fs::path dir_;
 };
@@ -46,7 +49,8 @@ TEST_F(CostDbTest, StoresAndLooksUp) {
   ASSERT_TRUE(miss.ok());
   EXPECT_FALSE(miss->has_value());
   ASSERT_TRUE((*db)->store(key(1), Cost::of(1.5e-3, 2e-5), "Conv+Relu").ok());
-  ASSERT_TRUE((*db)->store(key(2), Cost::invalid("wrong results: max rel error 0.3"), "Softmax").ok());
+  ASSERT_TRUE(
+      (*db)->store(key(2), Cost::invalid("wrong results: max rel error 0.3"), "Softmax").ok());
   auto hit = (*db)->lookup(key(1));
   ASSERT_TRUE(hit.ok() && hit->has_value());
   EXPECT_DOUBLE_EQ((*hit)->seconds, 1.5e-3);
@@ -87,7 +91,8 @@ TEST_F(CostDbTest, DefaultPath) {
   const char* old_env = std::getenv("TESSERA_COST_DB");
   const char* old_xdg = std::getenv("XDG_CACHE_HOME");
   const char* old_home = std::getenv("HOME");
-  std::string saved_env = old_env ? old_env : "", saved_xdg = old_xdg ? old_xdg : "", saved_home = old_home ? old_home : "";
+  std::string saved_env = old_env ? old_env : "", saved_xdg = old_xdg ? old_xdg : "",
+              saved_home = old_home ? old_home : "";
   ::unsetenv("XDG_CACHE_HOME");
   ::unsetenv("TESSERA_COST_DB");
   ::setenv("HOME", "/home/someone", 1);
@@ -101,7 +106,10 @@ TEST_F(CostDbTest, DefaultPath) {
   EXPECT_EQ((*db)->path(), path("env.sqlite"));
   EXPECT_TRUE(fs::exists(path("env.sqlite")));
   auto restore = [](const char* name, const char* old, const std::string& saved) {
-    if (old) ::setenv(name, saved.c_str(), 1); else ::unsetenv(name);
+    if (old)
+      ::setenv(name, saved.c_str(), 1);
+    else
+      ::unsetenv(name);
   };
   restore("TESSERA_COST_DB", old_env, saved_env);
   restore("XDG_CACHE_HOME", old_xdg, saved_xdg);
@@ -132,12 +140,14 @@ TEST_F(CostDbTest, DamagedPagesAreDetected) {
     for (int i = 0; i < 2000; ++i)
       ASSERT_TRUE((*db)->store(key(i), Cost::of(i * 1e-6), std::string(100, 'x')).ok());
   }
-  ASSERT_FALSE(fs::exists(path() + "-wal") && fs::file_size(path() + "-wal") > 0);  // checkpointed at close
+  ASSERT_FALSE(fs::exists(path() + "-wal") &&
+               fs::file_size(path() + "-wal") > 0);  // checkpointed at close
   size_t size = fs::file_size(path());
   ASSERT_GT(size, 16u * 4096);
   {
     std::fstream f(path(), std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(size / 2 / 4096 * 4096));  // a page in the middle of the b-tree
+    f.seekp(
+        static_cast<std::streamoff>(size / 2 / 4096 * 4096));  // a page in the middle of the b-tree
     std::string junk(3 * 4096, '\x5a');
     f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
   }
@@ -222,7 +232,8 @@ TEST_F(CostDbTest, CachedEstimatorMeasuresOnce) {
   Graph d = diamond();
   MockEstimator third_mock(d, model);
   CachedEstimator third(d, db->get(), third_mock, 2, "cpu");
-  EXPECT_EQ(third.key(Candidate{nodes_named(d, {"neg", "exp"}), &fa, ""}).subgraph_hash, first.key(c).subgraph_hash);
+  EXPECT_EQ(third.key(Candidate{nodes_named(d, {"neg", "exp"}), &fa, ""}).subgraph_hash,
+            first.key(c).subgraph_hash);
 
   // Unmeasured costs pass through and are not stored.
   model.max_measurements = 1;

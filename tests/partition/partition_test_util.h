@@ -24,11 +24,13 @@ class FakeBackend final : public Backend {
   FusionStyle fusion_style() const override { return style_; }
   int max_fusion_depth() const override { return style_ == FusionStyle::kNone ? 1 : max_depth_; }
   Status supports(const Graph& g, int n) const override {
-    return ops_.count(g.node(n).op_type) ? Status() : unimplemented(name_ + " has no " + g.node(n).op_type);
+    return ops_.count(g.node(n).op_type) ? Status()
+                                         : unimplemented(name_ + " has no " + g.node(n).op_type);
   }
   Status accepts(const SubGraph& sg) const override {
     if (accept_fn) return accept_fn(sg);
-    return style_ == FusionStyle::kNone && sg.size() != 1 ? unimplemented("single nodes only") : Status();
+    return style_ == FusionStyle::kNone && sg.size() != 1 ? unimplemented("single nodes only")
+                                                          : Status();
   }
   std::vector<std::string> claimed_patterns() const override { return claimed; }
   Result<std::unique_ptr<Kernel>> compile(const SubGraph&, const CompileOptions&) const override {
@@ -107,7 +109,8 @@ inline Graph diamond() {
 inline Graph double_residual() {
   Graph g;
   int x = g.add_input("x", f32({4, 4}));
-  int a = g.add_value("va"), b = g.add_value("vb"), c = g.add_value("vc"), d = g.add_value("vd"), e = g.add_value("ve");
+  int a = g.add_value("va"), b = g.add_value("vb"), c = g.add_value("vc"), d = g.add_value("vd"),
+      e = g.add_value("ve");
   g.add_node("Relu", {x}, {a}, {}, "a");
   g.add_node("Neg", {a}, {b}, {}, "b");
   g.add_node("Add", {a, b}, {c}, {}, "c");
@@ -122,7 +125,8 @@ inline Graph multi_output() {
   Graph g;
   int x = g.add_input("x", f32({4, 6}));
   int sizes = g.add_constant("sizes", Tensor::from_vector<int64_t>({2}, {3, 3}));
-  int s0 = g.add_value("s0"), s1 = g.add_value("s1"), r = g.add_value("r"), n = g.add_value("n"), y = g.add_value("y");
+  int s0 = g.add_value("s0"), s1 = g.add_value("s1"), r = g.add_value("r"), n = g.add_value("n"),
+      y = g.add_value("y");
   g.add_node("Split", {x, sizes}, {s0, s1}, {{"axis", Attribute::of_int(1)}}, "S");
   g.add_node("Relu", {s0}, {r}, {}, "R");
   g.add_node("Neg", {s1}, {n}, {}, "N");

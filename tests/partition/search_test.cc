@@ -144,8 +144,8 @@ Graph layered_graph(std::mt19937& rng, int num_nodes) {
       if (is_binary) inputs.push_back(previous[rng() % previous.size()]);
       for (int v : inputs) used.insert(v);
       int out = g.add_value('v' + std::to_string(made));
-      g.add_node(is_binary ? binary[rng() % binary.size()] : unary[rng() % unary.size()], inputs, {out}, {},
-                 'n' + std::to_string(made));
+      g.add_node(is_binary ? binary[rng() % binary.size()] : unary[rng() % unary.size()], inputs,
+                 {out}, {}, 'n' + std::to_string(made));
       layer.push_back(out);
       all.push_back(out);
     }
@@ -157,16 +157,22 @@ Graph layered_graph(std::mt19937& rng, int num_nodes) {
 }
 
 struct World {
-  FakeBackend fa{"fa", FusionStyle::kArbitrary, {"Relu", "Add", "MatMul", "Exp", "Mul", "Transpose"}, 3};
-  FakeBackend fb{"fb", FusionStyle::kTvmLike, {"Neg", "Add", "Mul", "Relu", "Transpose", "Sigmoid"}, 4};
-  FakeBackend fc{"fc", FusionStyle::kNone, {"Relu", "Neg", "Exp", "Sigmoid", "Transpose", "Add", "Mul", "MatMul"}};
+  FakeBackend fa{
+      "fa", FusionStyle::kArbitrary, {"Relu", "Add", "MatMul", "Exp", "Mul", "Transpose"}, 3};
+  FakeBackend fb{
+      "fb", FusionStyle::kTvmLike, {"Neg", "Add", "Mul", "Relu", "Transpose", "Sigmoid"}, 4};
+  FakeBackend fc{"fc",
+                 FusionStyle::kNone,
+                 {"Relu", "Neg", "Exp", "Sigmoid", "Transpose", "Add", "Mul", "MatMul"}};
 
   // fa proposes groups with several exits and taps too, so that plans can deadlock.
   std::vector<Candidate> candidates(const Graph& g) const {
     SubGraphConfig loose;
     loose.max_depth = 3;
-    RulePtr fa_rule = accepted_rule(
-        only_valid_rule(combine_rule(op_by_kind_rule(), {by_kind_combiner({{OpKind::kOpaque, OpKind::kOpaque}})}, {3, 5000}), loose));
+    RulePtr fa_rule = accepted_rule(only_valid_rule(
+        combine_rule(op_by_kind_rule(), {by_kind_combiner({{OpKind::kOpaque, OpKind::kOpaque}})},
+                     {3, 5000}),
+        loose));
     std::vector<Candidate> cs = fa_rule->candidates(g, fa);
     for (const Backend* b : std::vector<const Backend*>{&fb, &fc})
       for (Candidate& c : rules_for(*b)->candidates(g, *b)) cs.push_back(std::move(c));
@@ -178,7 +184,8 @@ struct World {
     MockCostModel m;
     std::uniform_real_distribution<double> u(0.5e-3, 2e-3);
     for (const char* b : {"fa", "fb", "fc", "ref"})
-      for (const char* op : {"Relu", "Neg", "Exp", "Sigmoid", "Transpose", "Softmax", "Add", "Mul", "MatMul"})
+      for (const char* op :
+           {"Relu", "Neg", "Exp", "Sigmoid", "Transpose", "Softmax", "Add", "Mul", "MatMul"})
         m.op_seconds[b][op] = (std::string(b) == "ref" ? 1.5 : 1.0) * u(rng);
     m.invalid_ops["fb"] = {"Mul"};  // fb computes Mul wrongly: its candidates with Mul are out
     return m;
@@ -201,9 +208,11 @@ TEST(Search, OptimalAgainstBruteForceOnRandomGraphs) {
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     EXPECT_TRUE(r->optimal);
     EXPECT_FALSE(r->fallback);
-    EXPECT_NEAR(r->seconds, best, 1e-12) << "seed " << seed << ", " << g.num_nodes() << " nodes, " << cs.size() << " candidates";
+    EXPECT_NEAR(r->seconds, best, 1e-12)
+        << "seed " << seed << ", " << g.num_nodes() << " nodes, " << cs.size() << " candidates";
     expect_valid_plan(g, *r);
-    for (const PlannedPartition& p : r->partitions) cases_with_groups += p.candidate.nodes.count() > 1;
+    for (const PlannedPartition& p : r->partitions)
+      cases_with_groups += p.candidate.nodes.count() > 1;
     // Merging afterwards never makes the plan worse.
     MockEstimator merge_est(g, model);
     auto merged = search_plan(g, cs, merge_est);
@@ -218,13 +227,18 @@ TEST(Search, OptimalAgainstBruteForceOnRandomGraphs) {
 // tempting groups feed each other, and which grouping of the covered nodes a path chose decides
 // which groups may follow.
 TEST(Search, OptimalAgainstBruteForceOnLayeredGraphs) {
-  FakeBackend fd("fd", FusionStyle::kArbitrary, {"Relu", "Neg", "Exp", "Sigmoid", "Add", "Mul", "MatMul"}, 3);
+  FakeBackend fd("fd", FusionStyle::kArbitrary,
+                 {"Relu", "Neg", "Exp", "Sigmoid", "Add", "Mul", "MatMul"}, 3);
   // Pairs at most, so that a pair is the best a group can do and crossing pairs tempt.
-  fd.accept_fn = [](const SubGraph& sg) { return sg.size() <= 2 ? Status() : unimplemented("pairs at most"); };
+  fd.accept_fn = [](const SubGraph& sg) {
+    return sg.size() <= 2 ? Status() : unimplemented("pairs at most");
+  };
   SubGraphConfig loose;
   loose.max_depth = 3;
-  RulePtr rule = accepted_rule(
-      only_valid_rule(combine_rule(op_by_kind_rule(), {by_kind_combiner({{OpKind::kOpaque, OpKind::kOpaque}})}, {3, 20000}), loose));
+  RulePtr rule = accepted_rule(only_valid_rule(
+      combine_rule(op_by_kind_rule(), {by_kind_combiner({{OpKind::kOpaque, OpKind::kOpaque}})},
+                   {3, 20000}),
+      loose));
   int cyclic_temptations = 0;
   for (uint32_t seed = 1; seed <= 150; ++seed) {
     std::mt19937 rng(seed * 7919);
@@ -244,7 +258,8 @@ TEST(Search, OptimalAgainstBruteForceOnLayeredGraphs) {
     no_merge.merge = false;
     auto r = search_plan(g, cs, search_est, no_merge);
     ASSERT_TRUE(r.ok()) << "seed " << seed << ": " << r.status().to_string();
-    EXPECT_NEAR(r->seconds, best, 1e-12) << "seed " << seed << ", " << g.num_nodes() << " nodes, " << cs.size() << " candidates";
+    EXPECT_NEAR(r->seconds, best, 1e-12)
+        << "seed " << seed << ", " << g.num_nodes() << " nodes, " << cs.size() << " candidates";
     expect_valid_plan(g, *r);
     // Would the cheapest covering ignoring executability have been cyclic?
     MockEstimator any_est(g, model);
@@ -252,7 +267,8 @@ TEST(Search, OptimalAgainstBruteForceOnLayeredGraphs) {
     {
       const int n = g.num_nodes();
       std::vector<std::vector<int>> by_first(n);
-      for (size_t i = 0; i < cs.size(); ++i) by_first[cs[i].nodes.first()].push_back(static_cast<int>(i));
+      for (size_t i = 0; i < cs.size(); ++i)
+        by_first[cs[i].nodes.first()].push_back(static_cast<int>(i));
       std::function<void(const NodeSet&, double)> visit = [&](const NodeSet& covered, double sum) {
         if (sum >= unconstrained) return;
         if (covered.count() == n) {
@@ -261,7 +277,8 @@ TEST(Search, OptimalAgainstBruteForceOnLayeredGraphs) {
         }
         int first = (NodeSet::all(n) - covered).first();
         for (int c : by_first[first])
-          if (!cs[c].nodes.intersects(covered)) visit(covered | cs[c].nodes, sum + any_est.cost(cs[c]).seconds);
+          if (!cs[c].nodes.intersects(covered))
+            visit(covered | cs[c].nodes, sum + any_est.cost(cs[c]).seconds);
       };
       visit(NodeSet(n), 0.0);
     }
@@ -286,14 +303,16 @@ TEST(Search, MutuallyFeedingPartitionsAreNeverBothChosen) {
   int groups = 0;
   for (const PlannedPartition& part : r->partitions) groups += part.candidate.nodes.count() == 2;
   EXPECT_EQ(groups, 1);
-  EXPECT_NEAR(r->seconds, 1.5e-3 + 20e-3, 1e-12);  // one pair (2 ops at 0.75) and two ref singletons
+  EXPECT_NEAR(r->seconds, 1.5e-3 + 20e-3,
+              1e-12);  // one pair (2 ops at 0.75) and two ref singletons
   EXPECT_TRUE(r->optimal);
 }
 
 // Costs from a table by node names ("a,e"); candidates not in it are invalid.
 class TableEstimator final : public CostEstimator {
  public:
-  TableEstimator(const Graph& g, std::map<std::string, double> table) : g_(g), table_(std::move(table)) {}
+  TableEstimator(const Graph& g, std::map<std::string, double> table)
+      : g_(g), table_(std::move(table)) {}
   Cost cost(const Candidate& c) override {
     auto it = table_.find(names_of(g_, c.nodes));
     return it == table_.end() ? Cost::invalid("not in the table") : Cost::of(it->second);
@@ -311,7 +330,8 @@ class TableEstimator final : public CostEstimator {
 TEST(Search, StatesRememberHowCoveredNodesWereGrouped) {
   Graph g;
   int x = g.add_input("x", f32({4}));
-  int vc = g.add_value("vc"), va = g.add_value("va"), vp = g.add_value("vp"), vq = g.add_value("vq"), ve = g.add_value("ve");
+  int vc = g.add_value("vc"), va = g.add_value("va"), vp = g.add_value("vp"),
+      vq = g.add_value("vq"), ve = g.add_value("ve");
   g.add_node("Exp", {x}, {vc}, {}, "c");
   g.add_node("Relu", {x}, {va}, {}, "a");
   g.add_node("Sigmoid", {x}, {vp}, {}, "p");
@@ -327,10 +347,12 @@ TEST(Search, StatesRememberHowCoveredNodesWereGrouped) {
   for (auto names : {"c", "a", "p", "q", "e", "a,e", "c,e", "p,q"}) {
     NodeSet s(g.num_nodes());
     for (int n = 0; n < g.num_nodes(); ++n)
-      if ((',' + std::string(names) + ',').find(',' + g.node(n).name + ',') != std::string::npos) s.add(n);
+      if ((',' + std::string(names) + ',').find(',' + g.node(n).name + ',') != std::string::npos)
+        s.add(n);
     cs.push_back({s, &fd, "test"});
   }
-  TableEstimator est(g, {{"c", 1}, {"a", 1}, {"p", 1}, {"q", 1}, {"e", 1}, {"a,e", 1}, {"c,e", 1.5}, {"p,q", 1}});
+  TableEstimator est(
+      g, {{"c", 1}, {"a", 1}, {"p", 1}, {"q", 1}, {"e", 1}, {"a,e", 1}, {"c,e", 1.5}, {"p,q", 1}});
   SearchOptions no_merge;
   no_merge.merge = false;
   auto r = search_plan(g, cs, est, no_merge);
@@ -363,7 +385,8 @@ TEST(Search, MeasurementCapIsHonoured) {
   auto full = search_plan(g, cs, unlimited, no_merge);
   ASSERT_TRUE(full.ok());
   EXPECT_EQ(unlimited.refused(), 0);
-  EXPECT_EQ(unlimited.measurements(), static_cast<int>(full->evaluated.size()));  // each measured once
+  EXPECT_EQ(unlimited.measurements(),
+            static_cast<int>(full->evaluated.size()));  // each measured once
 }
 
 TEST(Search, MeasuresLazily) {
@@ -443,7 +466,9 @@ TEST(Search, MergesTouchingPartitionsOfOneBackend) {
   EXPECT_EQ(seen.back().num_nodes, 4);
 
   // A backend that refuses groups keeps its singletons.
-  fa.accept_fn = [](const SubGraph& sg) { return sg.size() == 1 ? Status() : unimplemented("singles"); };
+  fa.accept_fn = [](const SubGraph& sg) {
+    return sg.size() == 1 ? Status() : unimplemented("singles");
+  };
   MockEstimator est2(g, model);
   auto singles = search_plan(g, cs, est2);
   ASSERT_TRUE(singles.ok());
@@ -458,7 +483,8 @@ std::string plan_text(const Graph& g, const SearchResult& r) {
 }
 
 TEST(Search, DeterministicGivenACostDatabase) {
-  std::string path = testing::TempDir() + "/search_determinism_" + std::to_string(::getpid()) + ".sqlite";
+  std::string path =
+      testing::TempDir() + "/search_determinism_" + std::to_string(::getpid()) + ".sqlite";
   std::filesystem::remove(path);
   World w;
   std::mt19937 rng(5);

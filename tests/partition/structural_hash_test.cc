@@ -33,7 +33,8 @@ Graph conv_graph(const ConvOptions& o) {
   if (o.dtype == DType::kFloat32)
     for (int i = 0; i < 4 * 27; ++i) w.data<float>()[i] = o.weights[i];
   int wv = g.add_constant("w", w);
-  int axes = g.add_constant("axes", Tensor::from_vector<int64_t>({static_cast<int64_t>(o.axes.size())}, o.axes));
+  int axes = g.add_constant(
+      "axes", Tensor::from_vector<int64_t>({static_cast<int64_t>(o.axes.size())}, o.axes));
   int c = g.add_value("c"), r = g.add_value("r"), y = g.add_value("y");
   g.add_node("Conv", {x, wv}, {c}, {{"pads", Attribute::of_ints({1, 1, 1, 1})}}, "conv");
   g.add_node("LeakyRelu", {c}, {r}, {{"alpha", Attribute::of_float(o.alpha)}}, "relu");

@@ -43,7 +43,8 @@ TEST(SubGraphCheck, KindIsTheLargest) {
   Graph g = constants();
   EXPECT_EQ(subgraph_kind(SubGraph(g, nodes_named(g, {"relu"}))), OpKind::kElementwise);
   EXPECT_EQ(subgraph_kind(SubGraph(g, nodes_named(g, {"reshape"}))), OpKind::kInjective);
-  EXPECT_EQ(subgraph_kind(SubGraph(g, nodes_named(g, {"matmul", "relu"}))), OpKind::kOutElementwiseFusable);
+  EXPECT_EQ(subgraph_kind(SubGraph(g, nodes_named(g, {"matmul", "relu"}))),
+            OpKind::kOutElementwiseFusable);
   Graph d = diamond();
   EXPECT_EQ(subgraph_kind(SubGraph(d, nodes_named(d, {"exp", "add"}))), OpKind::kBroadcast);
 }
