@@ -281,10 +281,59 @@ std::string format_cell(const Measurement& m, bool best) {
 
 const char* group_title(const std::string& group) {
   if (group == "gemm") return "GEMM, MatMul with constant B (M x K x N)";
-  if (group == "model conv") return "det model Conv layers (xN: occurrences)";
+  if (group == "model conv") return "det model Conv layers (xN: occurrences in the model)";
   if (group == "model depthwise") return "det model depthwise Conv layers";
   if (group == "depthwise") return "depthwise Conv";
   return "elementwise chains";
+}
+
+// One row: the case name then a cell per backend, the fastest marked.
+void print_row(const std::string& name, const std::vector<const Backend*>& shown,
+               const std::map<std::string, Measurement>& by_backend) {
+  const Measurement* best = nullptr;
+  for (const Backend* b : shown) {
+    const Measurement& m = by_backend.at(b->name());
+    if (m.ok() && (!best || m.seconds < best->seconds)) best = &m;
+  }
+  std::printf("%-*s", kNameWidth, name.c_str());
+  std::string worst;
+  double worst_err = -1;
+  for (const Backend* b : shown) {
+    const Measurement& m = by_backend.at(b->name());
+    std::printf(" %*s", kCellWidth, format_cell(m, &m == best && shown.size() > 1).c_str());
+    if (m.rel_err && !(*m.rel_err <= worst_err)) {
+      worst_err = *m.rel_err;
+      worst = b->name();
+    }
+  }
+  if (worst_err >= 0) std::printf("  %.1e %s", worst_err, worst.c_str());
+  std::printf("\n");
+}
+
+// The group's time as the model would spend it (each case times its occurrences), for the backends
+// that ran every case of the group.
+std::map<std::string, Measurement> group_total(const std::vector<const CaseResult*>& group,
+                                               const std::vector<const Backend*>& shown, double peak_rate) {
+  std::map<std::string, Measurement> total;
+  for (const Backend* b : shown) {
+    Measurement t;
+    double work = 0;
+    for (const CaseResult* r : group) {
+      const Measurement& m = r->by_backend.at(b->name());
+      if (!m.ok()) {
+        t.status = "skipped";
+        break;
+      }
+      t.seconds += m.seconds * r->c.occurrences;
+      work += r->c.work * r->c.occurrences;
+    }
+    if (t.ok()) {
+      t.rate = work / t.seconds * 1e-9;
+      t.fraction = peak_rate > 0 ? t.rate / peak_rate : 0;
+    }
+    total[b->name()] = t;
+  }
+  return total;
 }
 
 void print_table(const std::vector<CaseResult>& results, const MachinePeak& peak, const BenchOptions& o) {
@@ -295,37 +344,26 @@ void print_table(const std::vector<CaseResult>& results, const MachinePeak& peak
   }
   std::printf("cells: median time, GFLOP/s (GEMM, conv) or GB/s (elementwise), %% of peak; * fastest, ! wrong (rel err > %g)\n",
               kRelErrTolerance);
-  std::string last_group;
-  for (const CaseResult& r : results) {
-    if (r.c.group != last_group) {
-      last_group = r.c.group;
-      bool flops = r.c.work_kind == WorkKind::kFlops;
-      std::printf("\n%-*s", kNameWidth, group_title(r.c.group));
-      for (const Backend* b : shown) std::printf(" %*s", kCellWidth, b->name().c_str());
-      std::printf("  %s\n", "max rel err");
-      std::printf("  (peak: %.1f %s at %d threads)\n", flops ? peak.fma_gflops_nt : peak.triad_gbps,
-                  flops ? "GFLOP/s" : "GB/s", o.threads);
+  for (size_t i = 0; i < results.size();) {
+    std::vector<const CaseResult*> group;
+    for (size_t j = i; j < results.size() && results[j].c.group == results[i].c.group; ++j) group.push_back(&results[j]);
+    i += group.size();
+    bool flops = group[0]->c.work_kind == WorkKind::kFlops;
+    double peak_rate = flops ? peak.fma_gflops_nt : peak.triad_gbps;
+    std::printf("\n%s; peak %.1f %s at %d threads\n", group_title(group[0]->c.group), peak_rate,
+                flops ? "GFLOP/s" : "GB/s", o.threads);
+    std::printf("%-*s", kNameWidth, "case");
+    for (const Backend* b : shown) std::printf(" %*s", kCellWidth, b->name().c_str());
+    std::printf("  max rel err\n");
+    bool repeated = false;
+    for (const CaseResult* r : group) {
+      std::string name = r->c.name;
+      if (r->c.occurrences > 1) name += " x" + std::to_string(r->c.occurrences);
+      repeated = repeated || r->c.occurrences > 1;
+      print_row(name, shown, r->by_backend);
     }
-    const Measurement* best = nullptr;
-    for (const Backend* b : shown) {
-      const Measurement& m = r.by_backend.at(b->name());
-      if (m.ok() && (!best || m.seconds < best->seconds)) best = &m;
-    }
-    std::string name = r.c.name;
-    if (r.c.occurrences > 1) name += " x" + std::to_string(r.c.occurrences);
-    std::printf("%-*s", kNameWidth, name.c_str());
-    std::string worst;
-    double worst_err = -1;
-    for (const Backend* b : shown) {
-      const Measurement& m = r.by_backend.at(b->name());
-      std::printf(" %*s", kCellWidth, format_cell(m, &m == best).c_str());
-      if (m.rel_err && !(*m.rel_err <= worst_err)) {
-        worst_err = *m.rel_err;
-        worst = b->name();
-      }
-    }
-    if (worst_err >= 0) std::printf("  %.1e %s", worst_err, worst.c_str());
-    std::printf("\n");
+    if (group.size() > 1 && group[0]->c.group.starts_with("model"))
+      print_row(repeated ? "total (xN counted)" : "total", shown, group_total(group, shown, peak_rate));
   }
   // Why a backend did not run a case, once per distinct reason.
   std::map<std::string, int> reasons;

@@ -15,6 +15,8 @@ constexpr int kOpset = 17;
 // The reference kernels are plain loops (a few GFLOP/s at best): above this they would take
 // seconds per run, so they are neither timed nor used as the oracle.
 constexpr double kRefMaxFlops = 4e9;
+// Its elementwise kernels (generic broadcasting loops) reach well under 1 GB/s.
+constexpr int64_t kRefMaxElements = int64_t{4} << 20;
 
 uint64_t splitmix64(uint64_t& state) {
   uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
@@ -165,6 +167,7 @@ BenchCase mul_add_relu_case(int64_t n) {
   c.group = "elementwise";
   c.work_kind = WorkKind::kBytes;
   c.work = 4.0 * n * sizeof(float);
+  c.ref_cheap = n <= kRefMaxElements;
   c.build = [=, name = c.name]() -> Result<Graph> {
     Graph g = new_graph(name);
     TensorType t = TensorType::of(DType::kFloat32, {n});
@@ -187,6 +190,7 @@ BenchCase hardswish_chain_case(int64_t n) {
   c.group = "elementwise";
   c.work_kind = WorkKind::kBytes;
   c.work = 2.0 * n * sizeof(float);
+  c.ref_cheap = n <= kRefMaxElements;
   c.build = [=, name = c.name]() -> Result<Graph> {
     Graph g = new_graph(name);
     int x = g.add_input("x", TensorType::of(DType::kFloat32, {n}));
