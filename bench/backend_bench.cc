@@ -1,8 +1,8 @@
 // tessera_backend_bench: every compiled-in backend side by side on the same small graphs (GEMM,
 // the PP-OCR det model's distinct Conv layers, depthwise conv, elementwise chains), through the
-// Backend interface exactly as the runtime uses it (supports, accepts, compile, Kernel::run), so the
-// numbers are what the partitioner will see. Each result is also a fraction of this machine's peak
-// (measured at start) and is checked against the reference backend where that is cheap.
+// Backend interface exactly as the runtime uses it (supports, accepts, compile, Kernel::run), so
+// the numbers are what the partitioner will see. Each result is also a fraction of this machine's
+// peak (measured at start) and is checked against the reference backend where that is cheap.
 //
 //   tessera_backend_bench [--threads N] [--filter SUBSTRING] [--json FILE] [--quick]
 #include <CLI/CLI.hpp>
@@ -39,8 +39,8 @@ struct BenchOptions {
   std::string model_shape = "1x3x640x640";
 
   double min_seconds() const { return quick ? 0.1 : 0.3; }  // repeat until this much time...
-  int min_runs() const { return quick ? 3 : 5; }              // ...and at least this many runs
-  double max_seconds() const { return quick ? 2.0 : 5.0; }    // but stop a slow kernel early
+  int min_runs() const { return quick ? 3 : 5; }            // ...and at least this many runs
+  double max_seconds() const { return quick ? 2.0 : 5.0; }  // but stop a slow kernel early
   int warmup_runs() const { return quick ? 1 : 2; }
 };
 
@@ -52,8 +52,8 @@ struct Measurement {
   double seconds = 0;         // median of the timed runs
   int runs = 0;
   int kernels = 0;
-  double rate = 0;      // GFLOP/s or GB/s
-  double fraction = 0;  // of the machine's peak
+  double rate = 0;                // GFLOP/s or GB/s
+  double fraction = 0;            // of the machine's peak
   std::optional<double> rel_err;  // against the reference backend's output
   bool ok() const { return status == "ok"; }
 };
@@ -62,7 +62,8 @@ struct Measurement {
 // it, else one kernel per node (what the partitioner makes of a group the backend refuses).
 class CompiledCase {
  public:
-  static Result<CompiledCase> compile(const Backend& b, const Graph& g, int threads, std::string& grouping) {
+  static Result<CompiledCase> compile(const Backend& b, const Graph& g, int threads,
+                                      std::string& grouping) {
     CompiledCase cc(g);
     CompileOptions opts;
     opts.threads = threads;
@@ -88,7 +89,8 @@ class CompiledCase {
 
   // Runs every kernel in order; `outputs` receives the graph outputs, intermediates go back to the
   // pool once the run is over.
-  Status run(const std::vector<Tensor>& graph_inputs, BufferPool& pool, ThreadPool& threads, std::vector<Tensor>& outputs) {
+  Status run(const std::vector<Tensor>& graph_inputs, BufferPool& pool, ThreadPool& threads,
+             std::vector<Tensor>& outputs) {
     const Graph& g = *graph_;
     for (size_t i = 0; i < graph_inputs.size(); ++i) values_[g.inputs()[i]] = graph_inputs[i];
     KernelRunContext ctx{pool, &threads};
@@ -106,8 +108,10 @@ class CompiledCase {
       for (int v : g.outputs()) outputs.push_back(std::move(values_[v]));
     for (size_t v = 0; v < values_.size(); ++v) {
       if (!values_[v].defined()) continue;
-      if (g.value(static_cast<int>(v)).is_graph_input) values_[v] = Tensor();  // the caller's
-      else pool.release(values_[v]);
+      if (g.value(static_cast<int>(v)).is_graph_input)
+        values_[v] = Tensor();  // the caller's
+      else
+        pool.release(values_[v]);
     }
     return st;
   }
@@ -123,7 +127,9 @@ class CompiledCase {
   std::vector<Tensor> values_;  // per value id, during a run
 };
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -132,11 +138,13 @@ double median(std::vector<double> v) {
 }
 
 // max |a - b| / max |b| over all outputs; nullopt when shapes differ.
-std::optional<double> relative_error(const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
+std::optional<double> relative_error(const std::vector<Tensor>& got,
+                                     const std::vector<Tensor>& want) {
   if (got.size() != want.size()) return std::nullopt;
   double max_diff = 0, max_ref = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    if (got[i].dims() != want[i].dims() || got[i].dtype() != DType::kFloat32 || want[i].dtype() != DType::kFloat32)
+    if (got[i].dims() != want[i].dims() || got[i].dtype() != DType::kFloat32 ||
+        want[i].dtype() != DType::kFloat32)
       return std::nullopt;
     const float* a = got[i].data<float>();
     const float* b = want[i].data<float>();
@@ -151,8 +159,9 @@ std::optional<double> relative_error(const std::vector<Tensor>& got, const std::
 
 // Compiles and times the case graph on one backend. `first_outputs` receives a copy of the first
 // run's outputs (for the correctness check).
-Measurement measure(const Backend& b, const Graph& g, const std::vector<Tensor>& inputs, const BenchOptions& o,
-                    ThreadPool& threads, std::vector<Tensor>& first_outputs) {
+Measurement measure(const Backend& b, const Graph& g, const std::vector<Tensor>& inputs,
+                    const BenchOptions& o, ThreadPool& threads,
+                    std::vector<Tensor>& first_outputs) {
   Measurement m;
   for (int n = 0; n < g.num_nodes(); ++n) {
     if (Status st = b.supports(g, n); !st.ok()) {
@@ -197,7 +206,8 @@ Measurement measure(const Backend& b, const Graph& g, const std::vector<Tensor>&
   if (total <= o.max_seconds()) {
     times.clear();
     total = 0;
-    while ((static_cast<int>(times.size()) < o.min_runs() || total < o.min_seconds()) && total < o.max_seconds()) {
+    while ((static_cast<int>(times.size()) < o.min_runs() || total < o.min_seconds()) &&
+           total < o.max_seconds()) {
       if (Status st = timed_run(); !st.ok()) return fail(st);
       for (Tensor& t : outs) pool.release(t);
     }
@@ -218,8 +228,8 @@ std::vector<Tensor> case_inputs(const Graph& g, uint64_t seed) {
   return inputs;
 }
 
-CaseResult run_case(const BenchCase& c, size_t index, const BenchOptions& o, const MachinePeak& peak,
-                    ThreadPool& threads) {
+CaseResult run_case(const BenchCase& c, size_t index, const BenchOptions& o,
+                    const MachinePeak& peak, ThreadPool& threads) {
   CaseResult r{c, {}};
   Result<Graph> g = c.build();
   if (!g.ok()) {
@@ -246,8 +256,10 @@ CaseResult run_case(const BenchCase& c, size_t index, const BenchOptions& o, con
       if (m.ok()) {
         m.rate = c.work / m.seconds * 1e-9;
         m.fraction = peak_rate > 0 ? m.rate / peak_rate : 0;
-        if (b == &ref_backend()) reference = std::move(outs);
-        else if (!reference.empty()) m.rel_err = relative_error(outs, reference).value_or(INFINITY);
+        if (b == &ref_backend())
+          reference = std::move(outs);
+        else if (!reference.empty())
+          m.rel_err = relative_error(outs, reference).value_or(INFINITY);
       }
     }
     r.by_backend[b->name()] = std::move(m);
@@ -259,9 +271,12 @@ CaseResult run_case(const BenchCase& c, size_t index, const BenchOptions& o, con
 
 std::string format_time(double s) {
   char buf[32];
-  if (s < 1e-3) std::snprintf(buf, sizeof buf, "%.1fus", s * 1e6);
-  else if (s < 1) std::snprintf(buf, sizeof buf, "%.2fms", s * 1e3);
-  else std::snprintf(buf, sizeof buf, "%.2fs", s);
+  if (s < 1e-3)
+    std::snprintf(buf, sizeof buf, "%.1fus", s * 1e6);
+  else if (s < 1)
+    std::snprintf(buf, sizeof buf, "%.2fms", s * 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.2fs", s);
   return buf;
 }
 
@@ -274,8 +289,8 @@ std::string format_cell(const Measurement& m, bool best) {
   if (m.status == "skipped") return "skipped";
   if (!m.ok()) return "FAILED";
   bool wrong = m.rel_err && !(*m.rel_err <= kRelErrTolerance);
-  std::snprintf(buf, sizeof buf, "%8s %7.1f %3.0f%%%s%s", format_time(m.seconds).c_str(), m.rate, 100 * m.fraction,
-                best ? "*" : "", wrong ? "!" : "");
+  std::snprintf(buf, sizeof buf, "%8s %7.1f %3.0f%%%s%s", format_time(m.seconds).c_str(), m.rate,
+                100 * m.fraction, best ? "*" : "", wrong ? "!" : "");
   return buf;
 }
 
@@ -313,7 +328,8 @@ void print_row(const std::string& name, const std::vector<const Backend*>& shown
 // The group's time as the model would spend it (each case times its occurrences), for the backends
 // that ran every case of the group.
 std::map<std::string, Measurement> group_total(const std::vector<const CaseResult*>& group,
-                                               const std::vector<const Backend*>& shown, double peak_rate) {
+                                               const std::vector<const Backend*>& shown,
+                                               double peak_rate) {
   std::map<std::string, Measurement> total;
   for (const Backend* b : shown) {
     Measurement t;
@@ -336,17 +352,23 @@ std::map<std::string, Measurement> group_total(const std::vector<const CaseResul
   return total;
 }
 
-void print_table(const std::vector<CaseResult>& results, const MachinePeak& peak, const BenchOptions& o) {
+void print_table(const std::vector<CaseResult>& results, const MachinePeak& peak,
+                 const BenchOptions& o) {
   std::vector<const Backend*> shown;
   for (const Backend* b : all_backends()) {
-    if (Status st = b->available(); st.ok()) shown.push_back(b);
-    else std::printf("%-8s unavailable: %s\n", b->name().c_str(), st.message().c_str());
+    if (Status st = b->available(); st.ok())
+      shown.push_back(b);
+    else
+      std::printf("%-8s unavailable: %s\n", b->name().c_str(), st.message().c_str());
   }
-  std::printf("cells: median time, GFLOP/s (GEMM, conv) or GB/s (elementwise), %% of peak; * fastest, ! wrong (rel err > %g)\n",
-              kRelErrTolerance);
+  std::printf(
+      "cells: median time, GFLOP/s (GEMM, conv) or GB/s (elementwise), %% of peak; * fastest, ! "
+      "wrong (rel err > %g)\n",
+      kRelErrTolerance);
   for (size_t i = 0; i < results.size();) {
     std::vector<const CaseResult*> group;
-    for (size_t j = i; j < results.size() && results[j].c.group == results[i].c.group; ++j) group.push_back(&results[j]);
+    for (size_t j = i; j < results.size() && results[j].c.group == results[i].c.group; ++j)
+      group.push_back(&results[j]);
     i += group.size();
     bool flops = group[0]->c.work_kind == WorkKind::kFlops;
     double peak_rate = flops ? peak.fma_gflops_nt : peak.triad_gbps;
@@ -363,7 +385,8 @@ void print_table(const std::vector<CaseResult>& results, const MachinePeak& peak
       print_row(name, shown, r->by_backend);
     }
     if (group.size() > 1 && group[0]->c.group.starts_with("model"))
-      print_row(repeated ? "total (xN counted)" : "total", shown, group_total(group, shown, peak_rate));
+      print_row(repeated ? "total (xN counted)" : "total", shown,
+                group_total(group, shown, peak_rate));
   }
   // Why a backend did not run a case, once per distinct reason.
   std::map<std::string, int> reasons;
@@ -373,10 +396,12 @@ void print_table(const std::vector<CaseResult>& results, const MachinePeak& peak
       if (!m.ok()) ++reasons[b->name() + ": " + m.status + ": " + m.reason];
     }
   if (!reasons.empty()) std::printf("\n");
-  for (const auto& [reason, count] : reasons) std::printf("  %s (%d case%s)\n", reason.c_str(), count, count > 1 ? "s" : "");
+  for (const auto& [reason, count] : reasons)
+    std::printf("  %s (%d case%s)\n", reason.c_str(), count, count > 1 ? "s" : "");
 }
 
-nlohmann::json to_json(const std::vector<CaseResult>& results, const MachinePeak& peak, const BenchOptions& o) {
+nlohmann::json to_json(const std::vector<CaseResult>& results, const MachinePeak& peak,
+                       const BenchOptions& o) {
   nlohmann::json j;
   j["benchmark"] = "backends";
   j["threads"] = o.threads;
@@ -392,7 +417,9 @@ nlohmann::json to_json(const std::vector<CaseResult>& results, const MachinePeak
   j["backends"] = nlohmann::json::array();
   for (const Backend* b : all_backends()) {
     Status st = b->available();
-    nlohmann::json jb = {{"name", b->name()}, {"version", b->version()}, {"fusion_style", fusion_style_name(b->fusion_style())},
+    nlohmann::json jb = {{"name", b->name()},
+                         {"version", b->version()},
+                         {"fusion_style", fusion_style_name(b->fusion_style())},
                          {"available", st.ok()}};
     if (!st.ok()) jb["reason"] = st.message();
     j["backends"].push_back(jb);
@@ -400,7 +427,9 @@ nlohmann::json to_json(const std::vector<CaseResult>& results, const MachinePeak
   j["cases"] = nlohmann::json::array();
   for (const CaseResult& r : results) {
     bool flops = r.c.work_kind == WorkKind::kFlops;
-    nlohmann::json jc = {{"name", r.c.name}, {"group", r.c.group}, {flops ? "flops" : "bytes", r.c.work},
+    nlohmann::json jc = {{"name", r.c.name},
+                         {"group", r.c.group},
+                         {flops ? "flops" : "bytes", r.c.work},
                          {"occurrences", r.c.occurrences}};
     for (const auto& [name, m] : r.by_backend) {
       nlohmann::json jm = {{"status", m.status}};
@@ -410,7 +439,9 @@ nlohmann::json to_json(const std::vector<CaseResult>& results, const MachinePeak
         jm["kernels"] = m.kernels;
         jm[flops ? "gflops" : "gbps"] = m.rate;
         jm["fraction_of_peak"] = m.fraction;
-        if (m.rel_err) jm["rel_err"] = std::isfinite(*m.rel_err) ? nlohmann::json(*m.rel_err) : nlohmann::json("mismatch");
+        if (m.rel_err)
+          jm["rel_err"] =
+              std::isfinite(*m.rel_err) ? nlohmann::json(*m.rel_err) : nlohmann::json("mismatch");
         if (!m.grouping.empty()) jm["grouping"] = m.grouping;
       } else {
         jm["reason"] = m.reason;
@@ -430,7 +461,8 @@ Result<std::vector<int64_t>> parse_shape(const std::string& s) {
     std::string part = s.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
     char* end = nullptr;
     long long d = std::strtoll(part.c_str(), &end, 10);
-    if (part.empty() || *end != '\0' || d <= 0) return invalid_argument("bad shape '" + s + "' (expected e.g. 1x3x640x640)");
+    if (part.empty() || *end != '\0' || d <= 0)
+      return invalid_argument("bad shape '" + s + "' (expected e.g. 1x3x640x640)");
     dims.push_back(d);
     if (x == std::string::npos) break;
     pos = x + 1;
@@ -439,7 +471,8 @@ Result<std::vector<int64_t>> parse_shape(const std::string& s) {
 }
 
 bool matches(const BenchCase& c, const std::string& filter) {
-  return filter.empty() || c.name.find(filter) != std::string::npos || c.group.find(filter) != std::string::npos;
+  return filter.empty() || c.name.find(filter) != std::string::npos ||
+         c.group.find(filter) != std::string::npos;
 }
 
 int run_bench(const BenchOptions& o) {
@@ -456,10 +489,12 @@ int run_bench(const BenchOptions& o) {
       return 1;
     }
     // Plain convs first, then the model's depthwise ones, each group in model order.
-    std::stable_partition(convs->begin(), convs->end(), [](const BenchCase& c) { return c.group == "model conv"; });
+    std::stable_partition(convs->begin(), convs->end(),
+                          [](const BenchCase& c) { return c.group == "model conv"; });
     for (BenchCase& c : *convs) cases.push_back(std::move(c));
   } else {
-    std::fprintf(stderr, "bench: %s not found (make models): no model Conv cases\n", o.model.c_str());
+    std::fprintf(stderr, "bench: %s not found (make models): no model Conv cases\n",
+                 o.model.c_str());
   }
   for (BenchCase& c : depthwise_cases()) cases.push_back(std::move(c));
   for (BenchCase& c : elementwise_cases()) cases.push_back(std::move(c));
@@ -470,9 +505,11 @@ int run_bench(const BenchOptions& o) {
   }
 
   MachinePeak peak = measure_machine_peak(o.threads, o.quick);
-  std::printf("machine: %s, fp32 FMA peak %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads); "
-              "stream triad %.1f GB/s, copy %.1f GB/s (%d threads)\n",
-              peak.isa.c_str(), peak.fma_gflops_1t, peak.fma_gflops_nt, o.threads, peak.triad_gbps, peak.copy_gbps, o.threads);
+  std::printf(
+      "machine: %s, fp32 FMA peak %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads); "
+      "stream triad %.1f GB/s, copy %.1f GB/s (%d threads)\n",
+      peak.isa.c_str(), peak.fma_gflops_1t, peak.fma_gflops_nt, o.threads, peak.triad_gbps,
+      peak.copy_gbps, o.threads);
   std::fflush(stdout);
 
   ThreadPool threads(o.threads);
@@ -507,8 +544,11 @@ int run_bench(const BenchOptions& o) {
 
 int main(int argc, char** argv) {
   tessera::bench::BenchOptions o;
-  CLI::App app{"Every backend side by side on GEMM, conv and elementwise cases, as a fraction of this machine's peak"};
-  app.add_option("--threads", o.threads, "threads per kernel (the session's thread count)")->check(CLI::PositiveNumber);
+  CLI::App app{
+      "Every backend side by side on GEMM, conv and elementwise cases, as a fraction of this "
+      "machine's peak"};
+  app.add_option("--threads", o.threads, "threads per kernel (the session's thread count)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--filter", o.filter, "only cases whose name or group contains this");
   app.add_option("--json", o.json_path, "write machine-readable results here");
   app.add_flag("--quick", o.quick, "fewer and shorter repeats");

@@ -36,7 +36,9 @@ Status finish(Graph& g) {
   TESSERA_RETURN_IF_ERROR(g.finalize());
   TESSERA_RETURN_IF_ERROR(infer_graph_types(g));
   for (const Value& v : g.values())
-    if (!v.type.is_static()) return internal_error("bench graph '" + g.name + "': value '" + v.name + "' has no static type");
+    if (!v.type.is_static())
+      return internal_error("bench graph '" + g.name + "': value '" + v.name +
+                            "' has no static type");
   return Status();
 }
 
@@ -66,7 +68,8 @@ BenchCase gemm_case(int64_t m, int64_t k, int64_t n) {
 struct ConvSpec {
   std::vector<int64_t> x, w;  // input N x C x H x W, weight Cout x C/group x kh x kw
   bool bias = false;
-  std::map<std::string, Attribute> attrs;  // as in the model (kernel_shape, pads, strides, group...)
+  std::map<std::string, Attribute>
+      attrs;  // as in the model (kernel_shape, pads, strides, group...)
 };
 
 std::string attr_key(const std::map<std::string, Attribute>& attrs) {
@@ -87,20 +90,24 @@ std::string attr_key(const std::map<std::string, Attribute>& attrs) {
   return key;
 }
 
-int64_t attr_int(const std::map<std::string, Attribute>& attrs, const std::string& name, int64_t fallback) {
+int64_t attr_int(const std::map<std::string, Attribute>& attrs, const std::string& name,
+                 int64_t fallback) {
   auto it = attrs.find(name);
   return it != attrs.end() && it->second.type == Attribute::Type::kInt ? it->second.i : fallback;
 }
 
-int64_t first_of(const std::map<std::string, Attribute>& attrs, const std::string& name, int64_t fallback) {
+int64_t first_of(const std::map<std::string, Attribute>& attrs, const std::string& name,
+                 int64_t fallback) {
   auto it = attrs.find(name);
-  return it != attrs.end() && it->second.type == Attribute::Type::kInts && !it->second.ints.empty() ? it->second.ints[0]
-                                                                                                    : fallback;
+  return it != attrs.end() && it->second.type == Attribute::Type::kInts && !it->second.ints.empty()
+             ? it->second.ints[0]
+             : fallback;
 }
 
 // "conv 1x16x320x320 o32 k3 s2 dw": input, output channels, kernel, stride, grouping, dilation.
 std::string conv_name(const ConvSpec& s) {
-  std::string name = "conv " + dims_to_string(s.x) + " o" + std::to_string(s.w[0]) + " k" + std::to_string(s.w[2]);
+  std::string name =
+      "conv " + dims_to_string(s.x) + " o" + std::to_string(s.w[0]) + " k" + std::to_string(s.w[2]);
   if (s.w.size() > 3 && s.w[3] != s.w[2]) name += "x" + std::to_string(s.w[3]);
   int64_t stride = first_of(s.attrs, "strides", 1), dilation = first_of(s.attrs, "dilations", 1);
   int64_t group = attr_int(s.attrs, "group", 1);
@@ -119,8 +126,10 @@ BenchCase conv_case(ConvSpec spec, std::string name) {
     Graph g = new_graph(name);
     int64_t fan_in = 1;
     for (size_t i = 1; i < spec.w.size(); ++i) fan_in *= spec.w[i];
-    std::vector<int> inputs = {g.add_input("X", TensorType::of(DType::kFloat32, spec.x)),
-                               g.add_constant("W", random_tensor(spec.w, 2, 1.0f / std::sqrt(static_cast<float>(fan_in))))};
+    std::vector<int> inputs = {
+        g.add_input("X", TensorType::of(DType::kFloat32, spec.x)),
+        g.add_constant("W",
+                       random_tensor(spec.w, 2, 1.0f / std::sqrt(static_cast<float>(fan_in))))};
     if (spec.bias) inputs.push_back(g.add_constant("B", random_tensor({spec.w[0]}, 3, 0.1f)));
     int y = g.add_value("Y");
     g.add_node("Conv", inputs, {y}, spec.attrs, "conv");
@@ -198,7 +207,8 @@ BenchCase hardswish_chain_case(int64_t n) {
     int zero = g.add_constant("zero", Tensor::scalar<float>(0.0f));
     int six = g.add_constant("six", Tensor::scalar<float>(6.0f));
     int six_div = g.add_constant("six_div", Tensor::scalar<float>(6.0f));
-    int x3 = g.add_value("x3"), clipped = g.add_value("clipped"), scaled = g.add_value("scaled"), y = g.add_value("y");
+    int x3 = g.add_value("x3"), clipped = g.add_value("clipped"), scaled = g.add_value("scaled"),
+        y = g.add_value("y");
     // The chain feeds each next op's input 0 (the form the backends' patterns describe).
     g.add_node("Add", {x, three}, {x3}, {}, "add");
     g.add_node("Clip", {x3, zero, six}, {clipped}, {}, "clip");
@@ -226,7 +236,8 @@ Tensor random_tensor(const std::vector<int64_t>& dims, uint64_t seed, float scal
 }
 
 std::vector<BenchCase> gemm_cases() {
-  return {gemm_case(1, 4096, 4096), gemm_case(64, 768, 768), gemm_case(512, 512, 512), gemm_case(2048, 2048, 2048)};
+  return {gemm_case(1, 4096, 4096), gemm_case(64, 768, 768), gemm_case(512, 512, 512),
+          gemm_case(2048, 2048, 2048)};
 }
 
 std::vector<BenchCase> depthwise_cases() {
@@ -237,15 +248,20 @@ std::vector<BenchCase> depthwise_cases() {
 std::vector<BenchCase> elementwise_cases() {
   const int64_t large = int64_t{32} << 20;  // 128 MiB per tensor: far beyond any cache
   const int64_t small = int64_t{64} << 10;  // 256 KiB per tensor: stays in L2
-  return {mul_add_relu_case(large), hardswish_chain_case(large), mul_add_relu_case(small), hardswish_chain_case(small)};
+  return {mul_add_relu_case(large), hardswish_chain_case(large), mul_add_relu_case(small),
+          hardswish_chain_case(small)};
 }
 
-Result<std::vector<BenchCase>> model_conv_cases(const std::string& model_path, const std::vector<int64_t>& input_dims) {
+Result<std::vector<BenchCase>> model_conv_cases(const std::string& model_path,
+                                                const std::vector<int64_t>& input_dims) {
   TESSERA_ASSIGN_OR_RETURN(Graph g, import_onnx_file(model_path));
-  if (g.inputs().size() != 1) return invalid_argument(model_path + ": expected a model with one input");
-  // The model's input has dynamic H/W: pin it and infer every type again (as `tessera run --shape`).
+  if (g.inputs().size() != 1)
+    return invalid_argument(model_path + ": expected a model with one input");
+  // The model's input has dynamic H/W: pin it and infer every type again (as `tessera run
+  // --shape`).
   Value& in = g.value(g.inputs()[0]);
-  in.type = TensorType::of(in.type.dtype == DType::kUndefined ? DType::kFloat32 : in.type.dtype, input_dims);
+  in.type = TensorType::of(in.type.dtype == DType::kUndefined ? DType::kFloat32 : in.type.dtype,
+                           input_dims);
   TESSERA_RETURN_IF_ERROR(infer_graph_types(g));
 
   std::map<std::string, int> index_of;  // dedupe key -> case index
@@ -265,7 +281,8 @@ Result<std::vector<BenchCase>> model_conv_cases(const std::string& model_path, c
     s.w = w.type.static_dims();
     s.bias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
     s.attrs = n.attrs;
-    std::string key = dims_to_string(s.x) + "|" + dims_to_string(s.w) + "|" + (s.bias ? "b" : "") + "|" + attr_key(s.attrs);
+    std::string key = dims_to_string(s.x) + "|" + dims_to_string(s.w) + "|" + (s.bias ? "b" : "") +
+                      "|" + attr_key(s.attrs);
     auto [it, inserted] = index_of.emplace(key, static_cast<int>(specs.size()));
     if (inserted) {
       specs.push_back(std::move(s));
@@ -273,7 +290,9 @@ Result<std::vector<BenchCase>> model_conv_cases(const std::string& model_path, c
     }
     ++occurrences[it->second];
   }
-  if (dynamic > 0) std::fprintf(stderr, "bench: %d Conv nodes of %s have no static input shape: skipped\n", dynamic, model_path.c_str());
+  if (dynamic > 0)
+    std::fprintf(stderr, "bench: %d Conv nodes of %s have no static input shape: skipped\n",
+                 dynamic, model_path.c_str());
 
   std::vector<BenchCase> cases;
   std::set<std::string> names;

@@ -16,7 +16,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // Each FMA loop keeps 12 independent accumulators in registers: enough to cover FMA latency
 // (4 cycles) times the FMA ports (2) on current x86 cores. acc = acc*a + b converges, so the
@@ -25,14 +27,25 @@ constexpr int kAccumulators = 12;
 
 __attribute__((target("avx512f"))) float fma_loop_avx512(int64_t iters) {
   const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-6f);
-  __m512 c0 = _mm512_set1_ps(0.0f), c1 = _mm512_set1_ps(0.1f), c2 = _mm512_set1_ps(0.2f), c3 = _mm512_set1_ps(0.3f);
-  __m512 c4 = _mm512_set1_ps(0.4f), c5 = _mm512_set1_ps(0.5f), c6 = _mm512_set1_ps(0.6f), c7 = _mm512_set1_ps(0.7f);
-  __m512 c8 = _mm512_set1_ps(0.8f), c9 = _mm512_set1_ps(0.9f), c10 = _mm512_set1_ps(1.0f), c11 = _mm512_set1_ps(1.1f);
+  __m512 c0 = _mm512_set1_ps(0.0f), c1 = _mm512_set1_ps(0.1f), c2 = _mm512_set1_ps(0.2f),
+         c3 = _mm512_set1_ps(0.3f);
+  __m512 c4 = _mm512_set1_ps(0.4f), c5 = _mm512_set1_ps(0.5f), c6 = _mm512_set1_ps(0.6f),
+         c7 = _mm512_set1_ps(0.7f);
+  __m512 c8 = _mm512_set1_ps(0.8f), c9 = _mm512_set1_ps(0.9f), c10 = _mm512_set1_ps(1.0f),
+         c11 = _mm512_set1_ps(1.1f);
   for (int64_t i = 0; i < iters; ++i) {
-    c0 = _mm512_fmadd_ps(c0, a, b); c1 = _mm512_fmadd_ps(c1, a, b); c2 = _mm512_fmadd_ps(c2, a, b);
-    c3 = _mm512_fmadd_ps(c3, a, b); c4 = _mm512_fmadd_ps(c4, a, b); c5 = _mm512_fmadd_ps(c5, a, b);
-    c6 = _mm512_fmadd_ps(c6, a, b); c7 = _mm512_fmadd_ps(c7, a, b); c8 = _mm512_fmadd_ps(c8, a, b);
-    c9 = _mm512_fmadd_ps(c9, a, b); c10 = _mm512_fmadd_ps(c10, a, b); c11 = _mm512_fmadd_ps(c11, a, b);
+    c0 = _mm512_fmadd_ps(c0, a, b);
+    c1 = _mm512_fmadd_ps(c1, a, b);
+    c2 = _mm512_fmadd_ps(c2, a, b);
+    c3 = _mm512_fmadd_ps(c3, a, b);
+    c4 = _mm512_fmadd_ps(c4, a, b);
+    c5 = _mm512_fmadd_ps(c5, a, b);
+    c6 = _mm512_fmadd_ps(c6, a, b);
+    c7 = _mm512_fmadd_ps(c7, a, b);
+    c8 = _mm512_fmadd_ps(c8, a, b);
+    c9 = _mm512_fmadd_ps(c9, a, b);
+    c10 = _mm512_fmadd_ps(c10, a, b);
+    c11 = _mm512_fmadd_ps(c11, a, b);
   }
   __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
                            _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7)));
@@ -46,14 +59,25 @@ __attribute__((target("avx512f"))) float fma_loop_avx512(int64_t iters) {
 
 __attribute__((target("avx2,fma"))) float fma_loop_avx2(int64_t iters) {
   const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-6f);
-  __m256 c0 = _mm256_set1_ps(0.0f), c1 = _mm256_set1_ps(0.1f), c2 = _mm256_set1_ps(0.2f), c3 = _mm256_set1_ps(0.3f);
-  __m256 c4 = _mm256_set1_ps(0.4f), c5 = _mm256_set1_ps(0.5f), c6 = _mm256_set1_ps(0.6f), c7 = _mm256_set1_ps(0.7f);
-  __m256 c8 = _mm256_set1_ps(0.8f), c9 = _mm256_set1_ps(0.9f), c10 = _mm256_set1_ps(1.0f), c11 = _mm256_set1_ps(1.1f);
+  __m256 c0 = _mm256_set1_ps(0.0f), c1 = _mm256_set1_ps(0.1f), c2 = _mm256_set1_ps(0.2f),
+         c3 = _mm256_set1_ps(0.3f);
+  __m256 c4 = _mm256_set1_ps(0.4f), c5 = _mm256_set1_ps(0.5f), c6 = _mm256_set1_ps(0.6f),
+         c7 = _mm256_set1_ps(0.7f);
+  __m256 c8 = _mm256_set1_ps(0.8f), c9 = _mm256_set1_ps(0.9f), c10 = _mm256_set1_ps(1.0f),
+         c11 = _mm256_set1_ps(1.1f);
   for (int64_t i = 0; i < iters; ++i) {
-    c0 = _mm256_fmadd_ps(c0, a, b); c1 = _mm256_fmadd_ps(c1, a, b); c2 = _mm256_fmadd_ps(c2, a, b);
-    c3 = _mm256_fmadd_ps(c3, a, b); c4 = _mm256_fmadd_ps(c4, a, b); c5 = _mm256_fmadd_ps(c5, a, b);
-    c6 = _mm256_fmadd_ps(c6, a, b); c7 = _mm256_fmadd_ps(c7, a, b); c8 = _mm256_fmadd_ps(c8, a, b);
-    c9 = _mm256_fmadd_ps(c9, a, b); c10 = _mm256_fmadd_ps(c10, a, b); c11 = _mm256_fmadd_ps(c11, a, b);
+    c0 = _mm256_fmadd_ps(c0, a, b);
+    c1 = _mm256_fmadd_ps(c1, a, b);
+    c2 = _mm256_fmadd_ps(c2, a, b);
+    c3 = _mm256_fmadd_ps(c3, a, b);
+    c4 = _mm256_fmadd_ps(c4, a, b);
+    c5 = _mm256_fmadd_ps(c5, a, b);
+    c6 = _mm256_fmadd_ps(c6, a, b);
+    c7 = _mm256_fmadd_ps(c7, a, b);
+    c8 = _mm256_fmadd_ps(c8, a, b);
+    c9 = _mm256_fmadd_ps(c9, a, b);
+    c10 = _mm256_fmadd_ps(c10, a, b);
+    c11 = _mm256_fmadd_ps(c11, a, b);
   }
   __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)),
                            _mm256_add_ps(_mm256_add_ps(c4, c5), _mm256_add_ps(c6, c7)));
@@ -84,7 +108,8 @@ struct FmaLoop {
 FmaLoop pick_fma_loop() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) return {"avx512f", 16, fma_loop_avx512};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {"avx2+fma", 8, fma_loop_avx2};
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return {"avx2+fma", 8, fma_loop_avx2};
   return {"scalar", 1, fma_loop_scalar};
 }
 
@@ -108,24 +133,25 @@ double run_parallel(int threads, const std::function<void(int)>& body) {
   return seconds_since(t0);
 }
 
-// GFLOP/s of `threads` copies of the FMA loop, each running about `target_s` seconds.
-double fma_gflops(const FmaLoop& loop, int threads, double target_s) {
-  // Calibrate the iteration count on one thread so each run lasts about target_s.
-  int64_t iters = 1 << 16;
+// Best GFLOP/s of `threads` copies of the FMA loop over `reps` short runs of about `run_s` seconds
+// each: the best of many short runs is robust to other processes taking the CPU now and then.
+double fma_gflops(const FmaLoop& loop, int threads, double run_s, int reps) {
+  // Calibrate the iteration count on one thread so each run lasts about run_s.
+  int64_t iters = 1 << 14;
   for (;;) {
     Clock::time_point t0 = Clock::now();
     volatile float sink = loop.fn(iters);
     (void)sink;
     double s = seconds_since(t0);
-    if (s > 0.02) {
-      iters = static_cast<int64_t>(iters * target_s / s);
+    if (s > 0.01) {
+      iters = std::max<int64_t>(1, static_cast<int64_t>(iters * run_s / s));
       break;
     }
     iters *= 4;
   }
   std::vector<float> sinks(threads);
   double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < reps; ++rep) {
     double s = run_parallel(threads, [&](int t) { sinks[t] = loop.fn(iters); });
     double flops = 2.0 * kAccumulators * loop.lanes * static_cast<double>(iters) * threads;
     best = std::max(best, flops / s * 1e-9);
@@ -134,7 +160,8 @@ double fma_gflops(const FmaLoop& loop, int threads, double target_s) {
 }
 
 struct AlignedFloats {
-  explicit AlignedFloats(size_t n) : n(n), p(static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64))) {}
+  explicit AlignedFloats(size_t n)
+      : n(n), p(static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64))) {}
   ~AlignedFloats() { std::free(p); }
   AlignedFloats(const AlignedFloats&) = delete;
   AlignedFloats& operator=(const AlignedFloats&) = delete;
@@ -147,9 +174,8 @@ double stream_gbps(int threads, size_t n, double bytes_per_elem, int reps,
                    const std::function<void(size_t, size_t)>& kernel) {
   double best = 0;
   for (int rep = 0; rep < reps; ++rep) {
-    double s = run_parallel(threads, [&](int t) {
-      kernel(n * t / threads, n * (t + 1) / threads);
-    });
+    double s =
+        run_parallel(threads, [&](int t) { kernel(n * t / threads, n * (t + 1) / threads); });
     best = std::max(best, bytes_per_elem * static_cast<double>(n) / s * 1e-9);
   }
   return best;
@@ -164,9 +190,12 @@ MachinePeak measure_machine_peak(int threads, bool quick, double stream_mib) {
   peak.stream_mib = stream_mib;
   FmaLoop loop = pick_fma_loop();
   peak.isa = loop.isa;
-  double target_s = quick ? 0.05 : 0.2;
-  peak.fma_gflops_1t = fma_gflops(loop, 1, target_s);
-  peak.fma_gflops_nt = threads == 1 ? peak.fma_gflops_1t : fma_gflops(loop, threads, target_s);
+  const int reps = quick ? 4 : 10;
+  peak.fma_gflops_1t = fma_gflops(loop, 1, 0.03, reps);
+  // N threads can always do what one does (they may share a core's FMA units: SMT siblings).
+  peak.fma_gflops_nt = threads == 1
+                           ? peak.fma_gflops_1t
+                           : std::max(peak.fma_gflops_1t, fma_gflops(loop, threads, 0.03, reps));
 
   size_t n = static_cast<size_t>(stream_mib * 1024 * 1024 / sizeof(float));
   AlignedFloats a(n), b(n), c(n);
@@ -178,7 +207,6 @@ MachinePeak measure_machine_peak(int threads, bool quick, double stream_mib) {
       c.p[i] = 2.0f;
     }
   });
-  int reps = quick ? 2 : 5;
   const float s = 0.5f;
   float* __restrict pa = a.p;
   const float* __restrict pb = b.p;
