@@ -134,7 +134,7 @@ Status check_eltwise_node(const Graph& g, int n) {
 Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& nodes,
                                     const std::vector<int>& stored_values,
                                     const std::vector<int64_t>& out_dims) {
-  // Operands: >= 0 an instruction's result, < 0 program input -(k + 1), until renumbered.
+  // Operands until renumbered: >= 0 an instruction's result, -1 none, program input k as -(k + 2).
   std::vector<EwInstr> code;
   std::map<int, int> produced;  // graph value -> instruction index
   std::map<std::pair<int, std::vector<int64_t>>, int> input_of;
@@ -150,7 +150,7 @@ Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& node
       input_values.push_back(v);
       input_dims.push_back(key.second);
     }
-    return -(pos->second + 1);
+    return -(pos->second + 2);
   };
   auto emit = [&](EwOp op, int a, int b = -1, float p0 = 0, float p1 = 0) {
     EwInstr in{op, static_cast<int>(code.size()), a, b, p0, p1};
@@ -180,7 +180,8 @@ Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& node
       else if (e == -1.0f) result = emit(EwOp::kReciprocal, x);
       else result = emit(EwOp::kPow, x, emit(EwOp::kFill, -1, -1, e));
     } else if (binary) {
-      result = emit(op, operand(node, 0), operand(node, 1));
+      const int a = operand(node, 0);  // inputs are numbered in order of first use
+      result = emit(op, a, operand(node, 1));
     } else {
       float p0 = 0, p1 = 0;
       if (op == EwOp::kLeakyRelu) p0 = node.attr_float("alpha", 0.01f);
@@ -210,12 +211,12 @@ Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& node
   plan.input_values = input_values;
   const int n_in = static_cast<int>(input_values.size());
   if (n_in + static_cast<int>(code.size()) > kMaxEltwiseValues) return unimplemented("program too long");
-  auto renumber = [n_in](int id) { return id < 0 ? -id - 1 : n_in + id; };
+  auto renumber = [n_in](int id) { return id == -1 ? -1 : id < 0 ? -id - 2 : n_in + id; };
   for (EwInstr& in : code) {
     in.dst = renumber(in.dst);
     if (in.op == EwOp::kFill) continue;  // reads nothing
     in.a = renumber(in.a);
-    if (in.b != -1) in.b = renumber(in.b);
+    in.b = renumber(in.b);
   }
   p.code = code;
   for (int v : stored_values) {

@@ -5,22 +5,71 @@
 #include "backends/native/eltwise_compile.h"
 #include "backends/native/gemm_kernels.h"
 #include "backends/native/isa.h"
+#include "backends/native/native_compile.h"
 #include "backends/native/row_kernels.h"
 
 namespace tessera {
-namespace {
+namespace native {
 
-using native::check_eltwise_node;
-using native::is_eltwise_op;
+Status native_supports(const Graph& g, int n) {
+  const std::string& op = g.node(n).op_type;
+  if (!g.node(n).domain.empty()) return unimplemented("domain '" + g.node(n).domain + "'");
+  if (is_eltwise_op(op)) return check_eltwise_node(g, n);
+  if (is_row_op(op)) return check_row_node(g, n);
+  if (is_gemm_op(op)) return check_gemm_node(g, n);
+  return unimplemented("native has no kernel for " + op);
+}
+
+Status native_accepts(const SubGraph& sg) {
+  const Graph& g = sg.graph();
+  if (sg.size() == 1) return native_supports(g, sg.nodes().first());
+  bool has_gemm = false;
+  for (int n : sg.nodes()) {
+    const std::string& op = g.node(n).op_type;
+    if (is_gemm_op(op)) {
+      has_gemm = true;
+    } else if (!is_eltwise_op(op)) {
+      return unimplemented(op + " runs alone on native");
+    }
+  }
+  if (has_gemm) return check_gemm_group(sg);
+  const int first = sg.nodes().first();
+  TESSERA_RETURN_IF_ERROR(check_eltwise_node(g, first));
+  const auto dims = g.value(g.node(first).outputs[0]).type.static_dims();
+  for (int n : sg.nodes()) {
+    TESSERA_RETURN_IF_ERROR(check_eltwise_node(g, n));
+    if (g.value(g.node(n).outputs[0]).type.static_dims() != dims) {
+      return unimplemented("an elementwise group has one output shape");
+    }
+  }
+  if (sg.size() + static_cast<int>(sg.inputs().size() + sg.constants().size()) > 200) {
+    return unimplemented("elementwise group too large");
+  }
+  return Status();
+}
+
+Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKernels& isa) {
+  TESSERA_RETURN_IF_ERROR(native_accepts(sg));
+  const Graph& g = sg.graph();
+  for (int n : sg.nodes()) {
+    if (is_gemm_op(g.node(n).op_type)) return compile_gemm_kernel(sg, isa);
+  }
+  if (sg.size() == 1 && is_row_op(g.node(sg.nodes().first()).op_type)) return compile_row_kernel(sg, isa);
+  return compile_eltwise_kernel(sg, isa);
+}
+
+}  // namespace native
+
+namespace {
 
 // Chains the harness builds and this backend runs as one kernel (besides every single op).
 const char* const kFusedChains[] = {
-    "Add+Relu",       "Mul+Add",           "Mul+Add+Relu",          "Add+Clip",
-    "Add+Clip+Mul+Div", "Sigmoid+Mul",     "HardSigmoid+Mul",       "Sub+Mul",
-    "Sub+Pow",        "Div+Erf+Add+Mul",   "Add+Sqrt+Div",          "Exp+Log",
-    "Tanh+Mul",       "Neg+Exp+Add",       "Max+Min",               "LeakyRelu+Mul",
-    "MatMul+Add",     "MatMul+Add+Relu",   "MatMul+Add+Add",        "MatMul+Mul",
-    "Gemm+Relu",      "Gemm+HardSwish",    "Gemm+Add+Sigmoid",
+    "Add+Relu",         "Mul+Add",         "Mul+Add+Relu",    "Add+Clip",
+    "Add+Clip+Mul+Div", "Sigmoid+Mul",     "HardSigmoid+Mul", "Sub+Mul",
+    "Sub+Pow",          "Div+Erf+Add+Mul", "Add+Sqrt+Div",    "Exp+Log",
+    "Tanh+Mul",         "Neg+Exp+Add",     "Max+Min",         "LeakyRelu+Mul",
+    "MatMul+Add",       "MatMul+Add+Relu", "MatMul+Add+Add",  "MatMul+Mul",
+    "Gemm+Relu",        "Gemm+HardSwish",  "Gemm+Add+Sigmoid",
 };
 
 class NativeBackend final : public Backend {
@@ -31,45 +80,8 @@ class NativeBackend final : public Backend {
   }
   Status available() const override { return Status(); }  // the scalar kernels run anywhere
   FusionStyle fusion_style() const override { return FusionStyle::kTvmLike; }
-
-  Status supports(const Graph& g, int n) const override {
-    const std::string& op = g.node(n).op_type;
-    if (!g.node(n).domain.empty()) return unimplemented("domain '" + g.node(n).domain + "'");
-    if (is_eltwise_op(op)) return check_eltwise_node(g, n);
-    if (native::is_row_op(op)) return native::check_row_node(g, n);
-    if (native::is_gemm_op(op)) return native::check_gemm_node(g, n);
-    return unimplemented("native has no kernel for " + op);
-  }
-
-  // Single supported nodes; elementwise groups of one output shape; one MatMul / Gemm with an
-  // elementwise tail of its output shape.
-  Status accepts(const SubGraph& sg) const override {
-    const Graph& g = sg.graph();
-    if (sg.size() == 1) return supports(g, sg.nodes().first());
-    bool has_gemm = false;
-    for (int n : sg.nodes()) {
-      const std::string& op = g.node(n).op_type;
-      if (native::is_gemm_op(op)) {
-        has_gemm = true;
-      } else if (!is_eltwise_op(op)) {
-        return unimplemented(op + " runs alone on native");
-      }
-    }
-    if (has_gemm) return native::check_gemm_group(sg);
-    const int first = sg.nodes().first();
-    TESSERA_RETURN_IF_ERROR(check_eltwise_node(g, first));
-    const auto dims = g.value(g.node(first).outputs[0]).type.static_dims();
-    for (int n : sg.nodes()) {
-      TESSERA_RETURN_IF_ERROR(check_eltwise_node(g, n));
-      if (g.value(g.node(n).outputs[0]).type.static_dims() != dims) {
-        return unimplemented("an elementwise group has one output shape");
-      }
-    }
-    if (sg.size() + static_cast<int>(sg.inputs().size() + sg.constants().size()) > 200) {
-      return unimplemented("elementwise group too large");
-    }
-    return Status();
-  }
+  Status supports(const Graph& g, int n) const override { return native::native_supports(g, n); }
+  Status accepts(const SubGraph& sg) const override { return native::native_accepts(sg); }
 
   std::vector<std::string> claimed_patterns() const override {
     std::vector<std::string> p = native::eltwise_op_types();
@@ -81,17 +93,9 @@ class NativeBackend final : public Backend {
     return p;
   }
 
+  // Kernels run on the session's pool (KernelRunContext::pool), sized to opts.threads already.
   Result<std::unique_ptr<Kernel>> compile(const SubGraph& sg, const CompileOptions&) const override {
-    TESSERA_RETURN_IF_ERROR(accepts(sg));
-    const native::IsaKernels& isa = native::isa_kernels(native::best_isa());
-    const Graph& g = sg.graph();
-    for (int n : sg.nodes()) {
-      if (native::is_gemm_op(g.node(n).op_type)) return native::compile_gemm_kernel(sg, isa);
-    }
-    if (sg.size() == 1 && native::is_row_op(g.node(sg.nodes().first()).op_type)) {
-      return native::compile_row_kernel(sg, isa);
-    }
-    return native::compile_eltwise_kernel(sg, isa);
+    return native::compile_native(sg, native::isa_kernels(native::best_isa()));
   }
 };
 
