@@ -4,7 +4,10 @@
 //
 //   node tests/models/model_test.mjs --tessera BUILD/tessera --model models/M.onnx --shape 1x3x640x640
 //        [--seed 1] [--input-kind text|noise] [--threads 1] [--work-dir DIR] [--rtol 1e-4] [--atol 1e-5]
+//        [--backend NAME] [--against ort|ref]
 //
+// --backend runs tessera with `--backend NAME`; --against ref takes the expected outputs from
+// tessera's reference backend instead of ONNX Runtime (then ONNX Runtime is not needed).
 // The input is deterministic (ort_run.mjs makeInput): by default a synthetic page of glyph-like
 // strokes normalized to [-1, 1], so that the OCR models' outputs span their full range.
 // The input name comes from `tessera info --json` (and must match ONNX Runtime's); --shape gives the
@@ -23,7 +26,8 @@ import { compareTensors, formatResult, DEFAULT_RTOL, DEFAULT_ATOL } from './comp
 const SKIP = 77;
 
 function parseArgs(argv) {
-  const o = { seed: 1, inputKind: 'text', threads: 1, rtol: DEFAULT_RTOL, atol: DEFAULT_ATOL, inputs: [] };
+  const o = { seed: 1, inputKind: 'text', threads: 1, rtol: DEFAULT_RTOL, atol: DEFAULT_ATOL, inputs: [],
+    backend: 'ref', against: 'ort' };
   for (let i = 0; i < argv.length; ++i) {
     const a = argv[i];
     const v = () => {
@@ -41,9 +45,12 @@ function parseArgs(argv) {
       case '--work-dir': o.workDir = v(); break;
       case '--rtol': o.rtol = Number(v()); break;
       case '--atol': o.atol = Number(v()); break;
+      case '--backend': o.backend = v(); break;
+      case '--against': o.against = v(); break;
       default: throw new Error(`unknown argument '${a}'`);
     }
   }
+  if (o.against !== 'ort' && o.against !== 'ref') throw new Error('--against expects ort or ref');
   if (!o.tessera || !o.model) throw new Error('--tessera and --model are required');
   if (!o.shape && !o.inputs.length) throw new Error('give --shape DIMS or --input NAME=DIMS');
   if (!Number.isInteger(o.seed) || o.seed < 0) throw new Error('--seed expects an integer >= 0');
@@ -72,11 +79,13 @@ async function main() {
     console.log(`SKIP ${modelName}: ${o.model} not found (run scripts/fetch-models.sh or make models)`);
     return SKIP;
   }
-  try {
-    loadOrt();
-  } catch (e) {
-    console.log(`SKIP ${modelName}: ${e.message}`);
-    return SKIP;
+  if (o.against === 'ort') {
+    try {
+      loadOrt();
+    } catch (e) {
+      console.log(`SKIP ${modelName}: ${e.message}`);
+      return SKIP;
+    }
   }
   const workDir = o.workDir ?? fs.mkdtempSync(path.join(os.tmpdir(), `tessera-${modelName}-`));
   const inputDir = path.join(workDir, 'inputs'), ortDir = path.join(workDir, 'ort');
@@ -103,7 +112,7 @@ async function main() {
   }
   const inputs = {};
   const tesseraArgs = ['run', o.model, '--json', '--threads', String(o.threads), '--warmup', '0', '--repeat', '1',
-    '--output-dir', tesseraDir];
+    '--output-dir', tesseraDir, '--backend', o.backend];
   inputNames.forEach((name, index) => {
     if (!dimsByName[name]) throw new Error(`no shape given for input '${name}'`);
     inputs[name] = makeInput(dimsByName[name], o.seed + index, o.inputKind);
@@ -115,27 +124,42 @@ async function main() {
     if (!inputNames.includes(name)) throw new Error(`the model has no input named '${name}' (inputs: [${inputNames}])`);
   }
 
+  // The expected outputs: ONNX Runtime's, or tessera's reference backend's (--against ref).
   const t0 = performance.now();
-  const ort = await runOrt(o.model, inputs, { threads: o.threads });
-  const ortMs = performance.now() - t0;
-  if (ort.inputNames.join(',') !== inputNames.join(',')) {
-    throw new Error(`input names differ: tessera [${inputNames}], onnxruntime [${ort.inputNames}]`);
+  let ort;
+  if (o.against === 'ort') {
+    ort = await runOrt(o.model, inputs, { threads: o.threads });
+    if (ort.inputNames.join(',') !== inputNames.join(',')) {
+      throw new Error(`input names differ: tessera [${inputNames}], onnxruntime [${ort.inputNames}]`);
+    }
+  } else {
+    const refArgs = tesseraArgs.map((a) => (a === tesseraDir ? ortDir : a === o.backend ? 'ref' : a));
+    const refRun = runTessera(o.tessera, refArgs);
+    ort = { ortVersion: 'tessera ref', outputs: {} };
+    for (const name of Object.keys(refRun.outputs ?? {})) {
+      ort.outputs[name] = readNpy(path.join(ortDir, outputFileName(name)));
+    }
   }
-  for (const [name, t] of Object.entries(ort.outputs)) writeNpy(path.join(ortDir, outputFileName(name)), t.dtype, t.dims, t.data);
+  const ortMs = performance.now() - t0;
+  if (o.against === 'ort') {
+    for (const [name, t] of Object.entries(ort.outputs)) writeNpy(path.join(ortDir, outputFileName(name)), t.dtype, t.dims, t.data);
+  }
 
   const t1 = performance.now();
   const run = runTessera(o.tessera, tesseraArgs);
   const tesseraMs = performance.now() - t1;
 
-  console.log(`model ${o.model} (onnxruntime ${ort.ortVersion}, ${o.threads} thread(s), ${o.inputKind} input, seed ${o.seed})`);
+  const expectedName = o.against === 'ort' ? `onnxruntime ${ort.ortVersion}` : 'tessera --backend ref';
+  console.log(`model ${o.model} (expected: ${expectedName}; tessera --backend ${o.backend}, ${o.threads} thread(s), ` +
+    `${o.inputKind} input, seed ${o.seed})`);
   for (const [n, t] of Object.entries(inputs)) console.log(`  input  ${n} float32 [${t.dims.join(', ')}]`);
-  console.log(`  onnxruntime ${ortMs.toFixed(0)} ms (with session creation), tessera ${tesseraMs.toFixed(0)} ms ` +
-    `(process; run ${run.latency_ms?.min?.toFixed(0)} ms)`);
+  console.log(`  expected ${ortMs.toFixed(0)} ms (with session creation), tessera ${tesseraMs.toFixed(0)} ms ` +
+    `(process; run ${run.latency_ms?.min?.toFixed(0)} ms; steps ${JSON.stringify(run.steps_per_backend)})`);
 
   const ortNames = Object.keys(ort.outputs).sort(), tesseraNames = Object.keys(run.outputs ?? {}).sort();
   let failures = 0;
   if (ortNames.join(',') !== tesseraNames.join(',')) {
-    console.log(`FAIL output names differ: tessera [${tesseraNames}], onnxruntime [${ortNames}]`);
+    console.log(`FAIL output names differ: tessera [${tesseraNames}], expected [${ortNames}]`);
     ++failures;
   }
   const summary = { model: modelName, ort_version: ort.ortVersion, rtol: o.rtol, atol: o.atol, outputs: {} };

@@ -108,11 +108,36 @@ TEST(Cli, RunRefusesInputsThatDoNotFitInMemory) {
 }
 
 TEST(Cli, HelpOnEveryCommand) {
-  for (const char* cmd : {"", "run ", "info ", "conformance "}) {
+  for (const char* cmd : {"", "run ", "info ", "conformance ", "backends "}) {
     Output o = run_tessera(std::string(cmd) + "--help");
     EXPECT_EQ(o.exit_code, 0) << cmd;
     EXPECT_NE(o.text.find("Usage"), std::string::npos) << cmd;
   }
+}
+
+TEST(Cli, BackendsListsEveryBackendWithVersionAndPatterns) {
+  Output o = run_tessera("backends --json");
+  ASSERT_EQ(o.exit_code, 0) << o.text;
+  auto j = nlohmann::json::parse(o.text);
+  ASSERT_GE(j["backends"].size(), 1u);
+  EXPECT_EQ(j["backends"][0]["name"], "ref");
+  EXPECT_EQ(j["backends"][0]["available"], true);
+  for (const auto& b : j["backends"]) {
+    EXPECT_FALSE(b["version"].get<std::string>().empty()) << b["name"];
+    EXPECT_TRUE(b["patterns"].is_array()) << b["name"];
+  }
+  Output table = run_tessera("backends");
+  ASSERT_EQ(table.exit_code, 0);
+  EXPECT_NE(table.text.find("pattern"), std::string::npos) << table.text;
+}
+
+TEST(Cli, RunWithBackend) {
+  Output ref = run_tessera(std::string("run --json --backend ref ") + kAddModel);
+  ASSERT_EQ(ref.exit_code, 0) << ref.text;
+  EXPECT_EQ(nlohmann::json::parse(ref.text)["steps_per_backend"]["ref"], 1);
+  Output unknown = run_tessera(std::string("run --backend nosuch ") + kAddModel);
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.text.find("unknown backend 'nosuch'"), std::string::npos) << unknown.text;
 }
 
 TEST(Cli, InfoReportsOpsAndTypes) {
