@@ -44,6 +44,10 @@ Dims dims_of(const memory::desc& md) {
   return Dims(d.begin(), d.end());
 }
 
+bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
+  return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+}
+
 bool constant_scalar(const Graph& g, int v, double* out) {
   if (v < 0) return false;
   const Value& val = g.value(v);

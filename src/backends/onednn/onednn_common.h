@@ -39,6 +39,9 @@ struct EltwiseOp {
   float alpha = 0.0f, beta = 0.0f;
 };
 
+// Whether oneDNN picked its slow reference implementation ("ref:any") for pd.
+bool is_reference_impl(const dnnl::primitive_desc_base& pd);
+
 // A float scalar held by constant value v (any numeric dtype, one element), if it is one.
 bool constant_scalar(const Graph& g, int v, double* out);
 

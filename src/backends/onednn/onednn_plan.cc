@@ -135,8 +135,6 @@ void PlanBuilder::add_step(const dnnl::primitive& p, Args args, std::string labe
 
 namespace {
 
-bool is_reference_impl(const dnnl::primitive_desc& pd) { return std::string(pd.impl_info_str()).rfind("ref", 0) == 0; }
-
 PostOp scalar_binary(algorithm alg, float v) {
   return PostOp{PostOp::Kind::kBinary, {}, alg, Operand{-1, Tensor::from_vector<float>({1}, {v})}};
 }
@@ -324,6 +322,19 @@ Result<int> PlanBuilder::emit_rest(int t, const std::vector<PostOp>& post_ops, s
 
 Result<int> PlanBuilder::emit_eltwise(int x, const EltwiseOp& op, const std::vector<PostOp>& post_ops, bool in_place,
                                       const std::string& label) {
+  if (!is_plain(md(x))) {
+    // Blocked layouts with few channels (a 1-channel map in 16-channel blocks) have no JIT
+    // eltwise kernel in oneDNN 2.6: run those on channels-last data.
+    dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, op.alg, md(x), op.alpha, op.beta);
+    if (is_reference_impl(dnnl::eltwise_forward::primitive_desc(d, cpu_engine()))) {
+      const size_t before = tensors_.size();
+      TESSERA_ASSIGN_OR_RETURN(x, to_layout(x, dims(x).size() >= 3 ? channels_last_desc(dims(x)) : plain_desc(dims(x))));
+      in_place = in_place || tensors_.size() > before;  // a private copy may be overwritten
+      if (tensors_.size() > before) {
+        std::erase_if(layout_cache_, [x](const std::pair<int, int>& e) { return e.second == x; });
+      }
+    }
+  }
   Anchor a;
   a.label = label + " eltwise";
   a.dst_dims = dims(x);

@@ -252,6 +252,13 @@ Result<int> PlanBuilder::build_deconv(const Unit& u) {
                                                           src_any, wei_any, dst_md, strides, dilates, pl, pad_r);
     return dnnl::deconvolution_forward::primitive_desc(d, attr, cpu_engine());
   };
+  if (oc < 8) {
+    // A few channels in 8- or 16-channel blocks would multiply the data: prefer plain output.
+    try {
+      if (!is_reference_impl(a.make_pd(plain_desc(dst), dnnl::primitive_attr()))) a.fixed_dst = plain_desc(dst);
+    } catch (const dnnl::error&) {
+    }
+  }
   a.bind = [=, this](const dnnl::primitive_desc& pd) -> Result<Args> {
     TESSERA_ASSIGN_OR_RETURN(int src, to_layout(x, pd.src_desc()));
     TESSERA_ASSIGN_OR_RETURN(int wl, to_layout(wview, pd.weights_desc()));
