@@ -48,6 +48,9 @@ class XnnpackBackend final : public Backend {
   }
 
   FusionStyle fusion_style() const override { return FusionStyle::kArbitrary; }
+  // One XNNPACK runtime holds a whole network; every cut costs a layout round trip (NHWC -> NCHW
+  // -> NHWC) at the boundary, so groups may be as deep as models are.
+  int max_fusion_depth() const override { return 1024; }
 
   Status supports(const Graph& g, int n) const override {
     const Node& node = g.node(n);
