@@ -2,9 +2,11 @@
 // the PP-OCR det model's distinct Conv layers, depthwise conv, elementwise chains), through the
 // Backend interface exactly as the runtime uses it (supports, accepts, compile, Kernel::run), so
 // the numbers are what the partitioner will see. Each result is also a fraction of this machine's
-// peak (measured at start) and is checked against the reference backend where that is cheap.
+// peak (measured before and after the cases, the best kept) and is checked against the reference
+// backend where that is cheap. Exits with 3 when a backend's output is wrong.
 //
 //   tessera_backend_bench [--threads N] [--filter SUBSTRING] [--json FILE] [--quick]
+//                         [--model DET.onnx] [--model-shape 1x3x640x640]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -484,6 +486,37 @@ Result<std::vector<int64_t>> parse_shape(const std::string& s) {
   return dims;
 }
 
+// The 1-minute load average (Linux), or -1.
+double load_average() {
+  std::ifstream f("/proc/loadavg");
+  double load = -1;
+  f >> load;
+  return f ? load : -1;
+}
+
+// Says why the numbers may be noisy: other processes on the CPUs, or peaks that moved.
+std::string busy_warning(double load, const MachinePeak& before, const MachinePeak& after) {
+  std::string w;
+  unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  char buf[256];
+  if (load > 0.5 * hw) {
+    std::snprintf(buf, sizeof buf,
+                  "the machine was busy (load average %.1f on %u hardware threads): timings of "
+                  "multi-threaded kernels may include scheduler waits. ",
+                  load, hw);
+    w += buf;
+  }
+  double lo = std::min(before.fma_gflops_1t, after.fma_gflops_1t);
+  double hi = std::max(before.fma_gflops_1t, after.fma_gflops_1t);
+  if (lo < 0.8 * hi) {
+    std::snprintf(buf, sizeof buf,
+                  "the FMA peak moved during the run (%.1f then %.1f GFLOP/s on 1 thread).",
+                  before.fma_gflops_1t, after.fma_gflops_1t);
+    w += buf;
+  }
+  return w;
+}
+
 bool matches(const BenchCase& c, const std::string& filter) {
   return filter.empty() || c.name.find(filter) != std::string::npos ||
          c.group.find(filter) != std::string::npos;
@@ -518,6 +551,7 @@ int run_bench(const BenchOptions& o) {
     return 2;
   }
 
+  const double load_before = load_average();
   MachinePeak peak = measure_machine_peak(o.threads, o.quick);
   ThreadPool threads(o.threads);
   std::vector<CaseResult> results;
@@ -526,7 +560,9 @@ int run_bench(const BenchOptions& o) {
     results.push_back(run_case(cases[i], i, o, threads));
   }
   // Measured again at the end: a busy moment at the start would understate the peak.
-  peak = best_of(peak, measure_machine_peak(o.threads, o.quick));
+  MachinePeak peak_after = measure_machine_peak(o.threads, o.quick);
+  std::string warning = busy_warning(load_before, peak, peak_after);
+  peak = best_of(peak, peak_after);
   std::printf(
       "machine: %s, fp32 FMA peak %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads); "
       "stream triad %.1f GB/s, copy %.1f GB/s (%d threads)\n",
@@ -538,13 +574,17 @@ int run_bench(const BenchOptions& o) {
       if (m.ok() && peak_rate > 0) m.fraction = m.rate / peak_rate;
   }
   print_table(results, peak, o);
+  if (!warning.empty()) std::printf("\nwarning: %s\n", warning.c_str());
 
   if (!o.json_path.empty()) {
     std::filesystem::path p(o.json_path);
     std::error_code ec;
     if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
     std::ofstream f(o.json_path);
-    f << to_json(results, peak, o).dump(2) << "\n";
+    nlohmann::json j = to_json(results, peak, o);
+    j["machine"]["load_average_at_start"] = load_before;
+    if (!warning.empty()) j["warning"] = warning;
+    f << j.dump(2) << "\n";
     if (!f) {
       std::fprintf(stderr, "error: cannot write %s\n", o.json_path.c_str());
       return 1;
