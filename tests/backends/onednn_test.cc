@@ -32,9 +32,12 @@ class Builder {
     return g_.add_input(name, TensorType::of(DType::kFloat32, dims));
   }
   int constant(Tensor t) { return g_.add_constant("c" + std::to_string(counter_++), std::move(t)); }
-  int weights(const Dims& dims, float scale = 0.5f) { return constant(random_tensor(dims, 200 + counter_, -scale, scale)); }
+  int weights(const Dims& dims, float scale = 0.5f) {
+    return constant(random_tensor(dims, 200 + counter_, -scale, scale));
+  }
   int scalar(float v) { return constant(Tensor::from_vector<float>({}, {v})); }
-  int op(const std::string& type, std::vector<int> inputs, std::map<std::string, Attribute> attrs = {}) {
+  int op(const std::string& type, std::vector<int> inputs,
+         std::map<std::string, Attribute> attrs = {}) {
     int out = g_.add_value("v" + std::to_string(counter_++));
     g_.add_node(type, std::move(inputs), {out}, std::move(attrs));
     return out;
@@ -58,8 +61,8 @@ Attribute one(int64_t v) { return Attribute::of_int(v); }
 
 // Runs g on onednn (expecting `onednn_steps` kernels and no reference steps) and on ref; every
 // output must agree within tol * max|ref|.
-void expect_matches_ref(const Graph& g, const std::map<std::string, Tensor>& inputs, double tol = 1e-4,
-                        int onednn_steps = -1, int threads = 2) {
+void expect_matches_ref(const Graph& g, const std::map<std::string, Tensor>& inputs,
+                        double tol = 1e-4, int onednn_steps = -1, int threads = 2) {
   SessionOptions on;
   on.backend = "onednn";
   on.threads = threads;
@@ -86,7 +89,8 @@ void expect_matches_ref(const Graph& g, const std::map<std::string, Tensor>& inp
         max_diff = std::max(max_diff, std::isnan(x) != std::isnan(y) ? INFINITY : std::fabs(x - y));
         max_ref = std::max(max_ref, std::fabs(y));
       }
-      EXPECT_LE(max_diff, tol * std::max(max_ref, 1e-6)) << name << ": max |a-b| " << max_diff << ", max |ref| " << max_ref;
+      EXPECT_LE(max_diff, tol * std::max(max_ref, 1e-6))
+          << name << ": max |a-b| " << max_diff << ", max |ref| " << max_ref;
     }
   }
 }
@@ -107,15 +111,18 @@ TEST(Onednn, ConvVariantsWithRelu) {
   };
   const Geo geos[] = {
       {{1, 3, 17, 19}, {8, 3, 3, 3}, 1, {2, 2}, {1, 1, 1, 1}, {1, 1}},
-      {{2, 16, 11, 9}, {16, 1, 5, 5}, 16, {1, 1}, {2, 2, 2, 2}, {1, 1}},       // depthwise
-      {{1, 12, 13, 13}, {18, 4, 3, 3}, 3, {1, 2}, {0, 1, 2, 0}, {2, 1}},       // grouped, asymmetric, dilated
-      {{3, 5, 10}, {7, 5, 4}, 1, {3}, {1, 2}, {2}},                            // 1-D
+      {{2, 16, 11, 9}, {16, 1, 5, 5}, 16, {1, 1}, {2, 2, 2, 2}, {1, 1}},  // depthwise
+      {{1, 12, 13, 13}, {18, 4, 3, 3}, 3, {1, 2}, {0, 1, 2, 0}, {2, 1}},  // grouped, asymmetric,
+                                                                          // dilated
+      {{3, 5, 10}, {7, 5, 4}, 1, {3}, {1, 2}, {2}},                       // 1-D
   };
   for (const Geo& geo : geos) {
     Builder b;
     int x = b.input(geo.x);
     int y = b.op("Conv", {x, b.weights(geo.w), b.weights({geo.w[0]})},
-                 {{"group", one(geo.group)}, {"strides", ints(geo.strides)}, {"pads", ints(geo.pads)},
+                 {{"group", one(geo.group)},
+                  {"strides", ints(geo.strides)},
+                  {"pads", ints(geo.pads)},
                   {"dilations", ints(geo.dilations)}});
     Graph g = b.finish({b.op("Relu", {y})});
     expect_matches_ref(g, b.inputs());
@@ -125,7 +132,8 @@ TEST(Onednn, ConvVariantsWithRelu) {
 TEST(Onednn, ConvAutoPadSameUpper) {
   Builder b;
   int x = b.input({1, 4, 9, 10});
-  int y = b.op("Conv", {x, b.weights({6, 4, 3, 3})}, {{"strides", ints({2, 2})}, {"auto_pad", Attribute::of_string("SAME_UPPER")}});
+  int y = b.op("Conv", {x, b.weights({6, 4, 3, 3})},
+               {{"strides", ints({2, 2})}, {"auto_pad", Attribute::of_string("SAME_UPPER")}});
   Graph g = b.finish({y});
   expect_matches_ref(g, b.inputs());
 }
@@ -156,7 +164,8 @@ TEST(Onednn, SqueezeExcitationBlock) {
   int gap = b.op("GlobalAveragePool", {x});
   int s1 = b.op("Relu", {b.op("Conv", {gap, b.weights({6, 24, 1, 1}), b.weights({6})})});
   int s2 = b.op("Conv", {s1, b.weights({24, 6, 1, 1}), b.weights({24})});
-  int hs = b.op("HardSigmoid", {s2}, {{"alpha", Attribute::of_float(0.2f)}, {"beta", Attribute::of_float(0.5f)}});
+  int hs = b.op("HardSigmoid", {s2},
+                {{"alpha", Attribute::of_float(0.2f)}, {"beta", Attribute::of_float(0.5f)}});
   int scaled = b.op("Mul", {x, hs});
   Graph g = b.finish({b.op("Add", {x, scaled})});
   expect_matches_ref(g, b.inputs(), 1e-4, 1);
@@ -183,7 +192,10 @@ TEST(Onednn, ConvTransposeHead) {
                                        b.constant(random_tensor({8}, 7, 0.5f, 1.5f))});
   int relu = b.op("Relu", {bn});
   int d2 = b.op("ConvTranspose", {relu, b.weights({8, 2, 3, 3})},
-                {{"strides", ints({2, 2})}, {"pads", ints({1, 1, 1, 1})}, {"output_padding", ints({1, 1})}, {"group", one(2)}});
+                {{"strides", ints({2, 2})},
+                 {"pads", ints({1, 1, 1, 1})},
+                 {"output_padding", ints({1, 1})},
+                 {"group", one(2)}});
   int sig = b.op("Sigmoid", {b.op("Add", {d2, b.scalar(0.1f)})});
   Graph g = b.finish({relu, sig});
   expect_matches_ref(g, b.inputs(), 1e-4, 1);
@@ -196,7 +208,8 @@ TEST(Onednn, ResizeNearestAndConcat) {
   Attribute none = Attribute::of_string("nearest");
   int roi = b.constant(Tensor(DType::kFloat32, {0}));
   int up = b.op("Resize", {x, roi, b.constant(Tensor::from_vector<float>({4}, {1, 1, 2, 2}))},
-                {{"mode", none}, {"coordinate_transformation_mode", Attribute::of_string("asymmetric")},
+                {{"mode", none},
+                 {"coordinate_transformation_mode", Attribute::of_string("asymmetric")},
                  {"nearest_mode", Attribute::of_string("floor")}});
   int lin = b.op("Resize", {x, roi, b.constant(Tensor::from_vector<float>({4}, {1, 1, 2, 2}))},
                  {{"mode", Attribute::of_string("linear")}});
@@ -223,7 +236,9 @@ TEST(Onednn, MatMulAndGemm) {
     Builder b;
     int a = b.input({9, 5});
     int y = b.op("Gemm", {a, b.weights({7, 9}), b.weights({1, 7})},
-                 {{"transA", one(1)}, {"transB", one(1)}, {"alpha", Attribute::of_float(0.5f)},
+                 {{"transA", one(1)},
+                  {"transB", one(1)},
+                  {"alpha", Attribute::of_float(0.5f)},
                   {"beta", Attribute::of_float(2.0f)}});
     Graph g = b.finish({b.op("Sigmoid", {y})});
     expect_matches_ref(g, b.inputs());
@@ -233,9 +248,13 @@ TEST(Onednn, MatMulAndGemm) {
 TEST(Onednn, Pooling) {
   Builder b;
   int x = b.input({2, 5, 11, 9});
-  int mp = b.op("MaxPool", {x}, {{"kernel_shape", ints({3, 3})}, {"strides", ints({2, 2})}, {"ceil_mode", one(1)}});
+  int mp = b.op("MaxPool", {x},
+                {{"kernel_shape", ints({3, 3})}, {"strides", ints({2, 2})}, {"ceil_mode", one(1)}});
   int ap = b.op("AveragePool", {x}, {{"kernel_shape", ints({3, 2})}, {"pads", ints({1, 0, 1, 1})}});
-  int api = b.op("AveragePool", {x}, {{"kernel_shape", ints({2, 2})}, {"pads", ints({1, 1, 1, 1})}, {"count_include_pad", one(1)}});
+  int api = b.op("AveragePool", {x},
+                 {{"kernel_shape", ints({2, 2})},
+                  {"pads", ints({1, 1, 1, 1})},
+                  {"count_include_pad", one(1)}});
   int gmp = b.op("GlobalMaxPool", {x});
   Graph g = b.finish({b.op("Relu", {mp}), ap, api, gmp});
   expect_matches_ref(g, b.inputs());
@@ -275,7 +294,9 @@ TEST(Onednn, RejectsWithReasons) {
   const Backend& be = *find_backend("onednn");
   Builder b;
   int x = b.input({1, 4, 8, 8});
-  int cubic = b.op("Resize", {x, b.constant(Tensor(DType::kFloat32, {0})), b.constant(Tensor::from_vector<float>({4}, {1, 1, 2, 2}))},
+  int cubic = b.op("Resize",
+                   {x, b.constant(Tensor(DType::kFloat32, {0})),
+                    b.constant(Tensor::from_vector<float>({4}, {1, 1, 2, 2}))},
                    {{"mode", Attribute::of_string("cubic")}});
   int pw = b.op("Pow", {x, b.scalar(3.0f)});
   Graph g = b.finish({cubic, pw});

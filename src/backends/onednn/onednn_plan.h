@@ -26,7 +26,8 @@ class Plan {
   Plan& operator=(const Plan&) = delete;
 
   // inputs match the dims the plan was built for; outputs are allocated from `alloc`.
-  Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs, TensorAllocator& alloc);
+  Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
+             TensorAllocator& alloc);
   // One line per step: its label and oneDNN implementation (for TESSERA_ONEDNN_VERBOSE).
   std::string describe() const;
 
