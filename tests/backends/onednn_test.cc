@@ -290,6 +290,50 @@ TEST(Onednn, BinaryBroadcasting) {
   expect_matches_ref(g, b.inputs());
 }
 
+// Dynamic input dims (as the PP-OCR models have): the kernel builds one plan per input shape
+// at run time, and each matches the reference.
+TEST(Onednn, DynamicShapesGetAPlanPerShape) {
+  Graph g;
+  g.opsets[""] = 13;
+  TensorType xt;
+  xt.dtype = DType::kFloat32;
+  xt.shape = std::vector<Dim>{Dim(1), Dim(4), Dim::symbolic("h"), Dim::symbolic("w")};
+  int x = g.add_input("x", xt);
+  int w = g.add_constant("w", random_tensor({8, 4, 3, 3}, 5, -0.5f, 0.5f));
+  int c = g.add_value("c"), r = g.add_value("r"), up = g.add_value("up"), y = g.add_value("y");
+  g.add_node("Conv", {x, w}, {c}, {{"pads", ints({1, 1, 1, 1})}});
+  g.add_node("Relu", {c}, {r});
+  int roi = g.add_constant("roi", Tensor(DType::kFloat32, {0}));
+  int scales = g.add_constant("scales", Tensor::from_vector<float>({4}, {1, 1, 2, 2}));
+  g.add_node("Resize", {r, roi, scales}, {up},
+             {{"mode", Attribute::of_string("nearest")},
+              {"coordinate_transformation_mode", Attribute::of_string("asymmetric")},
+              {"nearest_mode", Attribute::of_string("floor")}});
+  g.add_node("Softmax", {up}, {y}, {{"axis", one(1)}});
+  g.mark_output(y);
+  ASSERT_TRUE(g.finalize().ok());
+  ASSERT_TRUE(infer_graph_types(g).ok());
+  SessionOptions on;
+  on.backend = "onednn";
+  on.threads = 2;
+  auto fast = Session::from_graph(g, on);
+  ASSERT_TRUE(fast.ok()) << fast.status().to_string();
+  EXPECT_EQ((*fast)->steps_per_backend()["onednn"], 1);
+  auto ref = Session::from_graph(g, SessionOptions{});
+  ASSERT_TRUE(ref.ok());
+  for (const Dims& d : {Dims{1, 4, 9, 7}, Dims{1, 4, 16, 20}, Dims{1, 4, 9, 7}}) {
+    std::map<std::string, Tensor> in{{"x", random_tensor(d, d[2])}};
+    auto a = (*fast)->run(in);
+    ASSERT_TRUE(a.ok()) << a.status().to_string();
+    auto b = (*ref)->run(in);
+    ASSERT_TRUE(b.ok());
+    const Tensor& got = a->at("y");
+    const Tensor& want = b->at("y");
+    ASSERT_EQ(got.dims(), want.dims());
+    for (int64_t i = 0; i < want.numel(); ++i) ASSERT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-5) << i;
+  }
+}
+
 TEST(Onednn, RejectsWithReasons) {
   const Backend& be = *find_backend("onednn");
   Builder b;
