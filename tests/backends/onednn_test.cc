@@ -27,18 +27,18 @@ class Builder {
  public:
   explicit Builder(int opset = 17) { g_.opsets[""] = opset; }
   int input(const Dims& dims, float lo = -1.0f, float hi = 1.0f) {
-    std::string name = "in" + std::to_string(inputs_.size());
+    std::string name = std::string("in") + std::to_string(inputs_.size());
     inputs_[name] = random_tensor(dims, 100 + inputs_.size(), lo, hi);
     return g_.add_input(name, TensorType::of(DType::kFloat32, dims));
   }
-  int constant(Tensor t) { return g_.add_constant("c" + std::to_string(counter_++), std::move(t)); }
+  int constant(Tensor t) { return g_.add_constant(std::string("c") + std::to_string(counter_++), std::move(t)); }
   int weights(const Dims& dims, float scale = 0.5f) {
     return constant(random_tensor(dims, 200 + counter_, -scale, scale));
   }
   int scalar(float v) { return constant(Tensor::from_vector<float>({}, {v})); }
   int op(const std::string& type, std::vector<int> inputs,
          std::map<std::string, Attribute> attrs = {}) {
-    int out = g_.add_value("v" + std::to_string(counter_++));
+    int out = g_.add_value(std::string("v") + std::to_string(counter_++));
     g_.add_node(type, std::move(inputs), {out}, std::move(attrs));
     return out;
   }

@@ -104,7 +104,22 @@ class OnednnBackend final : public Backend {
   // Deep enough that the PP-OCR det network is one kernel: layouts stay blocked throughout.
   int max_fusion_depth() const override { return 512; }
 
-  Status supports(const Graph& g, int n) const override { return onednn::node_support(g, n); }
+  Status supports(const Graph& g, int n) const override {
+    TESSERA_RETURN_IF_ERROR(onednn::node_support(g, n));
+    // With static shapes, oneDNN itself has the last word: create the node's primitives now
+    // (cheap next time: oneDNN caches them), so a limit of the library is a reason here rather
+    // than a compile error later.
+    SubGraph sg(g, NodeSet::of(g.num_nodes(), {n}));
+    std::vector<Dims> dims;
+    for (int v : sg.inputs()) {
+      if (!g.value(v).type.is_static()) return Status();
+      dims.push_back(g.value(v).type.static_dims());
+    }
+    TESSERA_ASSIGN_OR_RETURN(Program prog, onednn::lower_subgraph(sg));
+    auto plan = Plan::build(sg, prog, dims, 1);
+    if (!plan.ok()) return unimplemented(plan.status().message());
+    return Status();
+  }
 
   Status accepts(const SubGraph& sg) const override {
     for (int n : sg.nodes()) TESSERA_RETURN_IF_ERROR(onednn::node_support(sg.graph(), n));
