@@ -82,6 +82,8 @@ class PlanBuilder {
                              int& b, const std::function<int64_t(int64_t)>& oc_of);
   Result<int> build_conv(const Unit& u);
   Result<int> build_deconv(const Unit& u);
+  Result<int> build_tiling_deconv(const Unit& u, int x, int w, int b, const Dims& dst,
+                                  const std::vector<PostOp>& post_ops);
   Result<int> build_matmul(const Unit& u);
   Result<int> build_gemm(const Unit& u);
   Result<int> build_pool(const Unit& u);
