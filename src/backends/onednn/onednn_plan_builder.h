@@ -13,6 +13,19 @@ namespace tessera::onednn {
 
 using Args = std::vector<std::pair<int, int>>;  // (DNNL_ARG_*, tensor id)
 
+// f32 with the layout left to the primitive (format any).
+inline memory::desc any_desc(const Dims& d) {
+  return memory::desc(memory::dims(d.begin(), d.end()), memory::data_type::f32,
+                      memory::format_tag::any);
+}
+inline memory::dims mdims(const Dims& d) { return memory::dims(d.begin(), d.end()); }
+// d[from] * ... * d[to - 1]
+inline int64_t product(const Dims& d, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= d[i];
+  return p;
+}
+
 class PlanBuilder {
  public:
   PlanBuilder(const SubGraph& sg, int threads);
