@@ -213,6 +213,8 @@ Result<int> PlanBuilder::emit(Anchor& a, const std::vector<PostOp>& raw_post_ops
   }
   auto base_attr = [&] {
     dnnl::primitive_attr attr;
+    // fp32 arithmetic even if ONEDNN_DEFAULT_FPMATH_MODE asks for bf16 shortcuts.
+    attr.set_fpmath_mode(dnnl::fpmath_mode::strict);
     if (a.output_scale != 1.0f) attr.set_output_scales(0, {a.output_scale});
     return attr;
   };
