@@ -132,6 +132,17 @@ TEST(Onednn, ConvVariantsWithRelu) {
   }
 }
 
+// Weights computed at run time are reordered on every run; a constant first MatMul operand.
+TEST(Onednn, RuntimeWeights) {
+  Builder b;
+  int x = b.input({1, 6, 8, 9});
+  int w = b.input({4, 3, 3, 3}, -0.5f, 0.5f);
+  int c = b.op("Conv", {x, w, b.weights({4})}, {{"group", one(2)}, {"pads", ints({1, 1, 1, 1})}});
+  int mm = b.op("MatMul", {b.weights({5, 8}), b.input({2, 8, 3})});
+  Graph g = b.finish({b.op("Mul", {c, b.scalar(2.0f)}), mm});
+  expect_matches_ref(g, b.inputs());
+}
+
 TEST(Onednn, ConvAutoPadSameUpper) {
   Builder b;
   int x = b.input({1, 4, 9, 10});
