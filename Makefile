@@ -46,6 +46,8 @@ test-all: build models build-asan
 	ctest --test-dir $(BUILD) --output-on-failure -j 2
 	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(BUILD_ASAN) --output-on-failure -L unit -j 2
 
+# OCR latency next to ONNX Runtime, then every backend side by side (tessera_backend_bench, results in
+# $(BUILD)/bench/results/backends.json). BENCH_SUITES="ocr backends" picks; see bench/run.sh.
 bench: build models
 	@bash bench/run.sh $(BUILD)
 
