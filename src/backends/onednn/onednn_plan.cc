@@ -559,7 +559,7 @@ Status PlanBuilder::plan_memory(Plan& plan) {
 }
 
 Result<std::unique_ptr<Plan>> PlanBuilder::build(const Program& prog,
-                                                 const std::vector<Dims>& input_dims) {
+                                                 const std::vector<Dims>& input_dims, bool trial) {
   if (input_dims.size() != sg_.inputs().size())
     return internal_error("onednn plan: wrong number of input shapes");
   set_threads(threads_);
@@ -591,6 +591,7 @@ Result<std::unique_ptr<Plan>> PlanBuilder::build(const Program& prog,
   plan->threads_ = threads_;
   plan->stream_ = dnnl::stream(cpu_engine());
   TESSERA_RETURN_IF_ERROR(guarded("outputs", [&] { return bind_outputs(); }));
+  if (trial) return plan;
   TESSERA_RETURN_IF_ERROR(guarded("memory", [&] { return plan_memory(*plan); }));
   for (int v : sg_.outputs()) plan->output_dims_.push_back(dims(value_tensor_[v]));
   if (verbose())
@@ -601,8 +602,9 @@ Result<std::unique_ptr<Plan>> PlanBuilder::build(const Program& prog,
 // ---- Plan ----
 
 Result<std::unique_ptr<Plan>> Plan::build(const SubGraph& sg, const Program& prog,
-                                          const std::vector<Dims>& input_dims, int threads) {
-  return PlanBuilder(sg, threads).build(prog, input_dims);
+                                          const std::vector<Dims>& input_dims, int threads,
+                                          bool trial) {
+  return PlanBuilder(sg, threads).build(prog, input_dims, trial);
 }
 
 Plan::~Plan() { std::free(arena_); }

@@ -19,8 +19,10 @@ namespace tessera::onednn {
 
 class Plan {
  public:
+  // A trial build (supports()) only creates the primitives: no memory, no verbose report.
   static Result<std::unique_ptr<Plan>> build(const SubGraph& sg, const Program& prog,
-                                             const std::vector<Dims>& input_dims, int threads);
+                                             const std::vector<Dims>& input_dims, int threads,
+                                             bool trial = false);
   ~Plan();
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;

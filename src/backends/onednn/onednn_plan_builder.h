@@ -29,7 +29,8 @@ inline int64_t product(const Dims& d, size_t from, size_t to) {
 class PlanBuilder {
  public:
   PlanBuilder(const SubGraph& sg, int threads);
-  Result<std::unique_ptr<Plan>> build(const Program& prog, const std::vector<Dims>& input_dims);
+  Result<std::unique_ptr<Plan>> build(const Program& prog, const std::vector<Dims>& input_dims,
+                                      bool trial);
 
  private:
   enum class Storage { kArena, kInput, kOutput, kConstant };
