@@ -16,7 +16,8 @@ using onednn::Program;
 
 class OnednnKernel final : public Kernel {
  public:
-  OnednnKernel(const SubGraph& sg, Program prog, int threads) : sg_(sg), prog_(std::move(prog)), threads_(threads) {}
+  OnednnKernel(const SubGraph& sg, Program prog, int threads)
+      : sg_(sg), prog_(std::move(prog)), threads_(threads) {}
 
   // Builds the plan for these input dims now (compile time, static shapes).
   Status prepare(const std::vector<Dims>& input_dims) {
@@ -24,12 +25,15 @@ class OnednnKernel final : public Kernel {
     return plan_for(input_dims).status();
   }
 
-  Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs, KernelRunContext& ctx) override {
-    if (inputs.size() != sg_.inputs().size()) return internal_error("onednn kernel: wrong number of inputs");
+  Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
+             KernelRunContext& ctx) override {
+    if (inputs.size() != sg_.inputs().size())
+      return internal_error("onednn kernel: wrong number of inputs");
     std::vector<Dims> key;
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!inputs[i] || inputs[i]->dtype() != DType::kFloat32) {
-        return invalid_argument("onednn kernel: input '" + sg_.graph().value(sg_.inputs()[i]).name + "' must be float32");
+        return invalid_argument("onednn kernel: input '" + sg_.graph().value(sg_.inputs()[i]).name +
+                                "' must be float32");
       }
       key.push_back(inputs[i]->dims());
     }
@@ -79,7 +83,8 @@ class OnednnBackend final : public Backend {
 
   std::string version() const override {
     const dnnl_version_t* v = dnnl_version();
-    return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+    return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+           std::to_string(v->patch);
   }
 
   Status available() const override {
@@ -99,7 +104,24 @@ class OnednnBackend final : public Backend {
   // Deep enough that the PP-OCR det network is one kernel: layouts stay blocked throughout.
   int max_fusion_depth() const override { return 512; }
 
-  Status supports(const Graph& g, int n) const override { return onednn::node_support(g, n); }
+  Status supports(const Graph& g, int n) const override {
+    TESSERA_RETURN_IF_ERROR(onednn::node_support(g, n));
+    // With static shapes, oneDNN itself has the last word: create the node's primitives now
+    // (cheap next time: oneDNN caches them), so a limit of the library is a reason here rather
+    // than a compile error later.
+    const std::string& op = g.node(n).op_type;
+    if (onednn::is_activation_op(op) || onednn::is_binary_op(op)) return Status();  // always fine
+    SubGraph sg(g, NodeSet::of(g.num_nodes(), {n}));
+    std::vector<Dims> dims;
+    for (int v : sg.inputs()) {
+      if (!g.value(v).type.is_static()) return Status();
+      dims.push_back(g.value(v).type.static_dims());
+    }
+    TESSERA_ASSIGN_OR_RETURN(Program prog, onednn::lower_subgraph(sg));
+    auto plan = Plan::build(sg, prog, dims, 1, /*trial=*/true);
+    if (!plan.ok()) return unimplemented(plan.status().message());
+    return Status();
+  }
 
   Status accepts(const SubGraph& sg) const override {
     for (int n : sg.nodes()) TESSERA_RETURN_IF_ERROR(onednn::node_support(sg.graph(), n));
@@ -109,25 +131,92 @@ class OnednnBackend final : public Backend {
   std::vector<std::string> claimed_patterns() const override {
     return {
         // single ops
-        "Conv", "ConvTranspose", "MatMul", "Gemm", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
-        "BatchNormalization", "Softmax", "LayerNormalization", "Concat", "Resize", "ReduceMean", "ReduceSum",
-        "ReduceMax", "Relu", "Clip", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh", "LeakyRelu", "Elu", "Exp", "Log",
-        "Sqrt", "Abs", "Neg", "Add", "Sub", "Mul", "Div", "Max", "Min",
+        "Conv",
+        "ConvTranspose",
+        "MatMul",
+        "Gemm",
+        "MaxPool",
+        "AveragePool",
+        "GlobalAveragePool",
+        "GlobalMaxPool",
+        "BatchNormalization",
+        "Softmax",
+        "LayerNormalization",
+        "Concat",
+        "Resize",
+        "ReduceMean",
+        "ReduceSum",
+        "ReduceMax",
+        "Relu",
+        "Clip",
+        "HardSigmoid",
+        "HardSwish",
+        "Sigmoid",
+        "Tanh",
+        "LeakyRelu",
+        "Elu",
+        "Exp",
+        "Log",
+        "Sqrt",
+        "Abs",
+        "Neg",
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Max",
+        "Min",
         // post-op fusion on convolutions
-        "Conv+Relu", "Conv+Clip", "Conv+HardSigmoid", "Conv+HardSwish", "Conv+Sigmoid", "Conv+Tanh", "Conv+LeakyRelu",
-        "Conv+Elu", "Conv+Add", "Conv+Sub", "Conv+Mul", "Conv+Div", "Conv+Max", "Conv+Min", "Conv+Add+Relu",
-        "Conv+Mul+Add", "Conv+Add+Clip", "Conv+Mul+Add+HardSwish", "ConvTranspose+Add", "ConvTranspose+Relu",
+        "Conv+Relu",
+        "Conv+Clip",
+        "Conv+HardSigmoid",
+        "Conv+HardSwish",
+        "Conv+Sigmoid",
+        "Conv+Tanh",
+        "Conv+LeakyRelu",
+        "Conv+Elu",
+        "Conv+Add",
+        "Conv+Sub",
+        "Conv+Mul",
+        "Conv+Div",
+        "Conv+Max",
+        "Conv+Min",
+        "Conv+Add+Relu",
+        "Conv+Mul+Add",
+        "Conv+Add+Clip",
+        "Conv+Mul+Add+HardSwish",
+        "ConvTranspose+Add",
+        "ConvTranspose+Relu",
         "ConvTranspose+Add+Sigmoid",
         // matrix products
-        "MatMul+Add", "MatMul+Relu", "MatMul+Add+Relu", "MatMul+Mul", "MatMul+Sigmoid", "MatMul+Tanh", "Gemm+Relu",
-        "Gemm+Add", "Gemm+Sigmoid", "Gemm+Tanh",
+        "MatMul+Add",
+        "MatMul+Relu",
+        "MatMul+Add+Relu",
+        "MatMul+Mul",
+        "MatMul+Sigmoid",
+        "MatMul+Tanh",
+        "Gemm+Relu",
+        "Gemm+Add",
+        "Gemm+Sigmoid",
+        "Gemm+Tanh",
         // pooling, binary and elementwise chains
-        "MaxPool+Relu", "AveragePool+Relu", "GlobalAveragePool+Mul", "Add+Relu", "Add+Clip", "Mul+Add", "Sub+Mul",
-        "Mul+Sigmoid", "Add+Add", "Relu+Mul", "Sigmoid+Mul", "Resize+Add",
+        "MaxPool+Relu",
+        "AveragePool+Relu",
+        "GlobalAveragePool+Mul",
+        "Add+Relu",
+        "Add+Clip",
+        "Mul+Add",
+        "Sub+Mul",
+        "Mul+Sigmoid",
+        "Add+Add",
+        "Relu+Mul",
+        "Sigmoid+Mul",
+        "Resize+Add",
     };
   }
 
-  Result<std::unique_ptr<Kernel>> compile(const SubGraph& sg, const CompileOptions& opts) const override {
+  Result<std::unique_ptr<Kernel>> compile(const SubGraph& sg,
+                                          const CompileOptions& opts) const override {
     TESSERA_RETURN_IF_ERROR(accepts(sg));
     TESSERA_ASSIGN_OR_RETURN(Program prog, onednn::lower_subgraph(sg));
     auto kernel = std::make_unique<OnednnKernel>(sg, std::move(prog), opts.threads);

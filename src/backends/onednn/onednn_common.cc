@@ -14,7 +14,8 @@ void set_threads(int threads) { omp_set_num_threads(threads < 1 ? 1 : threads); 
 memory::desc plain_desc(const Dims& dims) {
   Dims d = dims.empty() ? Dims{1} : dims;
   Dims strides(d.size(), 1);
-  for (int i = static_cast<int>(d.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * std::max<int64_t>(1, d[i + 1]);
+  for (int i = static_cast<int>(d.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * std::max<int64_t>(1, d[i + 1]);
   return memory::desc(memory::dims(d.begin(), d.end()), memory::data_type::f32,
                       memory::dims(strides.begin(), strides.end()));
 }
@@ -51,7 +52,9 @@ bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
 bool constant_scalar(const Graph& g, int v, double* out) {
   if (v < 0) return false;
   const Value& val = g.value(v);
-  if (!val.constant || val.constant->numel() != 1 || !(dtype_is_float(val.constant->dtype()) || dtype_is_integer(val.constant->dtype()))) return false;
+  if (!val.constant || val.constant->numel() != 1 ||
+      !(dtype_is_float(val.constant->dtype()) || dtype_is_integer(val.constant->dtype())))
+    return false;
   *out = val.constant->as_double(0);
   return true;
 }

@@ -2,9 +2,8 @@
 // elementwise op descriptions, the OpenMP thread setting and the dnnl::error -> Status bridge.
 #pragma once
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <cstdint>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <vector>
 

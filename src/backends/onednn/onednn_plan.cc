@@ -32,8 +32,8 @@ Dims left_pad(const Dims& d, size_t rank) {
 }
 
 bool commutative(algorithm alg) {
-  return alg == algorithm::binary_add || alg == algorithm::binary_mul || alg == algorithm::binary_max ||
-         alg == algorithm::binary_min;
+  return alg == algorithm::binary_add || alg == algorithm::binary_mul ||
+         alg == algorithm::binary_max || alg == algorithm::binary_min;
 }
 
 bool verbose() {
@@ -86,7 +86,8 @@ int PlanBuilder::zero_tensor(const Dims& d) {
 
 Result<int> PlanBuilder::operand_tensor(const Operand& o) {
   if (o.is_constant()) {
-    if (o.constant.dtype() != DType::kFloat32) return unimplemented("constant of dtype " + std::string(dtype_name(o.constant.dtype())));
+    if (o.constant.dtype() != DType::kFloat32)
+      return unimplemented("constant of dtype " + std::string(dtype_name(o.constant.dtype())));
     if (o.value >= 0) {
       for (const auto& [v, t] : constant_of_value_)
         if (v == o.value) return t;
@@ -95,7 +96,8 @@ Result<int> PlanBuilder::operand_tensor(const Operand& o) {
     if (o.value >= 0) constant_of_value_.emplace_back(o.value, t);
     return t;
   }
-  if (o.value < 0 || value_tensor_[o.value] < 0) return internal_error("onednn plan: a value is read before it is produced");
+  if (o.value < 0 || value_tensor_[o.value] < 0)
+    return internal_error("onednn plan: a value is read before it is produced");
   return value_tensor_[o.value];
 }
 
@@ -127,7 +129,8 @@ Result<int> PlanBuilder::reshape(int t, const Dims& new_dims) {
   return alias(p, new_dims, plain_desc(new_dims));
 }
 
-void PlanBuilder::add_step(const dnnl::primitive& p, Args args, std::string label, std::string impl) {
+void PlanBuilder::add_step(const dnnl::primitive& p, Args args, std::string label,
+                           std::string impl) {
   steps_.push_back({p, std::move(args), std::move(label), std::move(impl)});
 }
 
@@ -144,12 +147,13 @@ PostOp scalar_binary(algorithm alg, float v) {
 // brgconv: Conv, linear, hardswish, linear gives wrong results). So adjacent linears merge, a
 // repeated linear or clip becomes binary ops with scalars, and any other repeat ends the prefix
 // that may be fused (*limit).
-std::vector<PostOp> sanitize_post_ops(const std::vector<PostOp>& in, const std::optional<EltwiseOp>& anchor,
-                                      size_t* limit) {
+std::vector<PostOp> sanitize_post_ops(const std::vector<PostOp>& in,
+                                      const std::optional<EltwiseOp>& anchor, size_t* limit) {
   std::vector<PostOp> out;
   for (const PostOp& p : in) {
-    if (p.kind == PostOp::Kind::kEltwise && p.eltwise.alg == algorithm::eltwise_linear && !out.empty() &&
-        out.back().kind == PostOp::Kind::kEltwise && out.back().eltwise.alg == algorithm::eltwise_linear) {
+    if (p.kind == PostOp::Kind::kEltwise && p.eltwise.alg == algorithm::eltwise_linear &&
+        !out.empty() && out.back().kind == PostOp::Kind::kEltwise &&
+        out.back().eltwise.alg == algorithm::eltwise_linear) {
       EltwiseOp& q = out.back().eltwise;  // a2 * (a1 * x + b1) + b2
       q.beta = p.eltwise.alpha * q.beta + p.eltwise.beta;
       q.alpha = p.eltwise.alpha * q.alpha;
@@ -165,10 +169,13 @@ std::vector<PostOp> sanitize_post_ops(const std::vector<PostOp>& in, const std::
     if (p.kind == PostOp::Kind::kEltwise) {
       bool clash = false;
       for (const EltwiseOp& e : seen)
-        clash = clash || (e.alg == p.eltwise.alg && (e.alpha != p.eltwise.alpha || e.beta != p.eltwise.beta));
+        clash = clash || (e.alg == p.eltwise.alg &&
+                          (e.alpha != p.eltwise.alpha || e.beta != p.eltwise.beta));
       if (clash && p.eltwise.alg == algorithm::eltwise_linear) {
-        if (p.eltwise.alpha != 1.0f) result.push_back(scalar_binary(algorithm::binary_mul, p.eltwise.alpha));
-        if (p.eltwise.beta != 0.0f) result.push_back(scalar_binary(algorithm::binary_add, p.eltwise.beta));
+        if (p.eltwise.alpha != 1.0f)
+          result.push_back(scalar_binary(algorithm::binary_mul, p.eltwise.alpha));
+        if (p.eltwise.beta != 0.0f)
+          result.push_back(scalar_binary(algorithm::binary_add, p.eltwise.beta));
         continue;
       }
       if (clash && p.eltwise.alg == algorithm::eltwise_clip) {
@@ -206,14 +213,19 @@ Result<int> PlanBuilder::emit(Anchor& a, const std::vector<PostOp>& raw_post_ops
   }
   auto base_attr = [&] {
     dnnl::primitive_attr attr;
+    // fp32 arithmetic even if ONEDNN_DEFAULT_FPMATH_MODE asks for bf16 shortcuts.
+    attr.set_fpmath_mode(dnnl::fpmath_mode::strict);
     if (a.output_scale != 1.0f) attr.set_output_scales(0, {a.output_scale});
     return attr;
   };
   const memory::desc dst =
-      a.fixed_dst ? *a.fixed_dst
-                  : a.make_pd(memory::desc(a.dst_dims, memory::data_type::f32, memory::format_tag::any), base_attr())
-                        .dst_desc();
-  // Binary operands as the primitive reads them: full tensors in the dst layout, broadcast ones plain.
+      a.fixed_dst
+          ? *a.fixed_dst
+          : a.make_pd(memory::desc(a.dst_dims, memory::data_type::f32, memory::format_tag::any),
+                      base_attr())
+                .dst_desc();
+  // Binary operands as the primitive reads them: full tensors in the dst layout, broadcast ones
+  // plain.
   std::vector<memory::desc> operand_md(k);
   size_t first_full = k;
   for (size_t i = 0; i < k; ++i) {
@@ -228,9 +240,12 @@ Result<int> PlanBuilder::emit(Anchor& a, const std::vector<PostOp>& raw_post_ops
     dnnl::post_ops ops;
     for (size_t i = 0; i < n; ++i) {
       const PostOp& p = post_ops[i];
-      if (p.kind == PostOp::Kind::kEltwise) ops.append_eltwise(1.0f, p.eltwise.alg, p.eltwise.alpha, p.eltwise.beta);
-      else if (i == sum_at) ops.append_sum(1.0f);
-      else ops.append_binary(p.binary_alg, operand_md[i]);
+      if (p.kind == PostOp::Kind::kEltwise)
+        ops.append_eltwise(1.0f, p.eltwise.alg, p.eltwise.alpha, p.eltwise.beta);
+      else if (i == sum_at)
+        ops.append_sum(1.0f);
+      else
+        ops.append_binary(p.binary_alg, operand_md[i]);
     }
     attr.set_post_ops(ops);
     try {
@@ -245,12 +260,15 @@ Result<int> PlanBuilder::emit(Anchor& a, const std::vector<PostOp>& raw_post_ops
   // convolutions take no full-tensor binary post-op, but do take a sum (residual add).
   dnnl::primitive_desc pd = base;
   size_t fused = 0, sum_at = SIZE_MAX;
-  auto good = [&](const std::optional<dnnl::primitive_desc>& c) { return c && (base_ref || !is_reference_impl(*c)); };
+  auto good = [&](const std::optional<dnnl::primitive_desc>& c) {
+    return c && (base_ref || !is_reference_impl(*c));
+  };
   if (k > 0) {
     if (auto c = attempt(k, SIZE_MAX); good(c)) {
       pd = *c;
       fused = k;
-    } else if (first_full < k && post_ops[first_full].binary_alg == algorithm::binary_add && a.in_place < 0) {
+    } else if (first_full < k && post_ops[first_full].binary_alg == algorithm::binary_add &&
+               a.in_place < 0) {
       size_t n = first_full + 1;
       while (n < k && !(post_ops[n].kind == PostOp::Kind::kBinary && operand_md[n] == dst)) ++n;
       if (auto c2 = attempt(n, first_full); good(c2)) {
@@ -269,7 +287,8 @@ Result<int> PlanBuilder::emit(Anchor& a, const std::vector<PostOp>& raw_post_ops
   TESSERA_ASSIGN_OR_RETURN(Args args, a.bind(pd));
   int out = a.in_place;
   if (sum_at != SIZE_MAX) {
-    TESSERA_ASSIGN_OR_RETURN(out, sum_destination(operands[sum_at], post_ops[sum_at].operand.value, pd.dst_desc(), args));
+    TESSERA_ASSIGN_OR_RETURN(out, sum_destination(operands[sum_at], post_ops[sum_at].operand.value,
+                                                  pd.dst_desc(), args));
   } else if (out < 0) {
     out = add_tensor(a.dst_dims, pd.dst_desc(), Storage::kArena);
   }
@@ -284,20 +303,23 @@ Result<int> PlanBuilder::emit(Anchor& a, const std::vector<PostOp>& raw_post_ops
     args.emplace_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, t);
   }
   std::string label = a.label;
-  if (fused > 0) label += " +" + std::to_string(fused) + " post-ops" + (sum_at != SIZE_MAX ? " (sum)" : "");
+  if (fused > 0)
+    label += " +" + std::to_string(fused) + " post-ops" + (sum_at != SIZE_MAX ? " (sum)" : "");
   add_step(dnnl::primitive(pd), std::move(args), label, pd.impl_info_str());
   return emit_rest(out, post_ops, fused, a.label);
 }
 
-Result<int> PlanBuilder::sum_destination(int operand, int value, const memory::desc& dst, const Args& args) {
+Result<int> PlanBuilder::sum_destination(int operand, int value, const memory::desc& dst,
+                                         const Args& args) {
   const size_t before = tensors_.size();
   TESSERA_ASSIGN_OR_RETURN(int t, to_layout(operand, dst));
   const bool fresh = tensors_.size() > before && !is_constant(t);
   bool reads_it = false;
   for (const auto& [arg, x] : args) reads_it = reads_it || tensors_[x].root == tensors_[t].root;
   const TensorInfo& root = tensors_[tensors_[t].root];
-  const bool dead = value >= 0 && t == value_tensor_[value] && last_reader_unit_[value] == current_unit_ &&
-                    !is_output_value_[value] && root.storage == Storage::kArena;
+  const bool dead = value >= 0 && t == value_tensor_[value] &&
+                    last_reader_unit_[value] == current_unit_ && !is_output_value_[value] &&
+                    root.storage == Storage::kArena;
   if (!reads_it && (fresh || dead)) {
     // The primitive accumulates into the operand's own buffer.
     if (fresh) {
@@ -307,28 +329,35 @@ Result<int> PlanBuilder::sum_destination(int operand, int value, const memory::d
   }
   const int out = add_tensor(dims(t), dst, Storage::kArena);
   dnnl::reorder::primitive_desc rpd(cpu_engine(), md(t), cpu_engine(), dst);
-  add_step(dnnl::reorder(rpd), {{DNNL_ARG_FROM, t}, {DNNL_ARG_TO, out}}, "residual copy", rpd.impl_info_str());
+  add_step(dnnl::reorder(rpd), {{DNNL_ARG_FROM, t}, {DNNL_ARG_TO, out}}, "residual copy",
+           rpd.impl_info_str());
   return out;
 }
 
-Result<int> PlanBuilder::emit_rest(int t, const std::vector<PostOp>& post_ops, size_t from, const std::string& label) {
+Result<int> PlanBuilder::emit_rest(int t, const std::vector<PostOp>& post_ops, size_t from,
+                                   const std::string& label) {
   if (from >= post_ops.size()) return t;
   const PostOp& p = post_ops[from];
-  std::vector<PostOp> rest(post_ops.begin() + static_cast<std::ptrdiff_t>(from) + 1, post_ops.end());
-  if (p.kind == PostOp::Kind::kEltwise) return emit_eltwise(t, p.eltwise, rest, true, label + " (split)");
+  std::vector<PostOp> rest(post_ops.begin() + static_cast<std::ptrdiff_t>(from) + 1,
+                           post_ops.end());
+  if (p.kind == PostOp::Kind::kEltwise)
+    return emit_eltwise(t, p.eltwise, rest, true, label + " (split)");
   TESSERA_ASSIGN_OR_RETURN(int o, operand_tensor(p.operand));
   return emit_binary(t, o, p.binary_alg, std::move(rest), label + " (split)");
 }
 
-Result<int> PlanBuilder::emit_eltwise(int x, const EltwiseOp& op, const std::vector<PostOp>& post_ops, bool in_place,
+Result<int> PlanBuilder::emit_eltwise(int x, const EltwiseOp& op,
+                                      const std::vector<PostOp>& post_ops, bool in_place,
                                       const std::string& label) {
   if (!is_plain(md(x))) {
     // Blocked layouts with few channels (a 1-channel map in 16-channel blocks) have no JIT
     // eltwise kernel in oneDNN 2.6: run those on channels-last data.
-    dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, op.alg, md(x), op.alpha, op.beta);
+    dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, op.alg, md(x), op.alpha,
+                                  op.beta);
     if (is_reference_impl(dnnl::eltwise_forward::primitive_desc(d, cpu_engine()))) {
       const size_t before = tensors_.size();
-      TESSERA_ASSIGN_OR_RETURN(x, to_layout(x, dims(x).size() >= 3 ? channels_last_desc(dims(x)) : plain_desc(dims(x))));
+      TESSERA_ASSIGN_OR_RETURN(
+          x, to_layout(x, dims(x).size() >= 3 ? channels_last_desc(dims(x)) : plain_desc(dims(x))));
       in_place = in_place || tensors_.size() > before;  // a private copy may be overwritten
       if (tensors_.size() > before) {
         std::erase_if(layout_cache_, [x](const std::pair<int, int>& e) { return e.second == x; });
@@ -342,19 +371,22 @@ Result<int> PlanBuilder::emit_eltwise(int x, const EltwiseOp& op, const std::vec
   a.in_place = in_place && !is_constant(x) ? x : -1;
   a.anchor_eltwise = op;
   memory::desc src = md(x);
-  a.make_pd = [src, op](const memory::desc&, const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
-    dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, op.alg, src, op.alpha, op.beta);
+  a.make_pd = [src, op](const memory::desc&,
+                        const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
+    dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, op.alg, src, op.alpha,
+                                  op.beta);
     return dnnl::eltwise_forward::primitive_desc(d, attr, cpu_engine());
   };
   a.bind = [x](const dnnl::primitive_desc&) -> Result<Args> { return Args{{DNNL_ARG_SRC, x}}; };
   return emit(a, post_ops);
 }
 
-Result<int> PlanBuilder::emit_binary(int a, int b, algorithm alg, std::vector<PostOp> post_ops, const std::string& label) {
+Result<int> PlanBuilder::emit_binary(int a, int b, algorithm alg, std::vector<PostOp> post_ops,
+                                     const std::string& label) {
   auto out_dims = broadcast_dims(dims(a), dims(b));
   if (!out_dims) {
-    return invalid_argument(label + ": shapes " + dims_to_string(dims(a)) + " and " + dims_to_string(dims(b)) +
-                            " do not broadcast");
+    return invalid_argument(label + ": shapes " + dims_to_string(dims(a)) + " and " +
+                            dims_to_string(dims(b)) + " do not broadcast");
   }
   const size_t rank = out_dims->size();
   if (dims(a).size() != rank) {
@@ -368,10 +400,13 @@ Result<int> PlanBuilder::emit_binary(int a, int b, algorithm alg, std::vector<Po
       std::swap(a, b);
     } else if (dims(b) == *out_dims && alg == algorithm::binary_sub) {
       std::swap(a, b);  // a - b = -(b - a)
-      post_ops.insert(post_ops.begin(), PostOp{PostOp::Kind::kEltwise, {algorithm::eltwise_linear, -1.0f, 0.0f}, {}, {}});
+      post_ops.insert(
+          post_ops.begin(),
+          PostOp{PostOp::Kind::kEltwise, {algorithm::eltwise_linear, -1.0f, 0.0f}, {}, {}});
     } else {
       // oneDNN broadcasts only the second source: expand the first one as 0 + a.
-      TESSERA_ASSIGN_OR_RETURN(a, emit_binary(zero_tensor(*out_dims), a, algorithm::binary_add, {}, label + " expand"));
+      TESSERA_ASSIGN_OR_RETURN(
+          a, emit_binary(zero_tensor(*out_dims), a, algorithm::binary_add, {}, label + " expand"));
     }
   }
   if (is_constant(a)) {
@@ -380,9 +415,11 @@ Result<int> PlanBuilder::emit_binary(int a, int b, algorithm alg, std::vector<Po
   // oneDNN 2.6 has JIT binary kernels for plain and channels-last data, not for blocked
   // layouts with a broadcast operand (those run its reference code): move such data first.
   if (dims(b) != *out_dims && !is_plain(md(a))) {
-    dnnl::binary::primitive_desc probe(dnnl::binary::desc(alg, md(a), plain_desc(dims(b)), md(a)), cpu_engine());
+    dnnl::binary::primitive_desc probe(dnnl::binary::desc(alg, md(a), plain_desc(dims(b)), md(a)),
+                                       cpu_engine());
     if (is_reference_impl(probe)) {
-      TESSERA_ASSIGN_OR_RETURN(a, to_layout(a, rank >= 3 ? channels_last_desc(dims(a)) : plain_desc(dims(a))));
+      TESSERA_ASSIGN_OR_RETURN(
+          a, to_layout(a, rank >= 3 ? channels_last_desc(dims(a)) : plain_desc(dims(a))));
     }
   }
   int src1 = b;
@@ -397,7 +434,8 @@ Result<int> PlanBuilder::emit_binary(int a, int b, algorithm alg, std::vector<Po
   // Constants never become the dst layout: a constant first source gets a plain dst.
   an.fixed_dst = is_constant(a) ? plain_desc(*out_dims) : md(a);
   memory::desc m0 = md(a), m1 = md(src1);
-  an.make_pd = [alg, m0, m1](const memory::desc& dst, const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
+  an.make_pd = [alg, m0, m1](const memory::desc& dst,
+                             const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
     dnnl::binary::desc d(alg, m0, m1, dst);
     return dnnl::binary::primitive_desc(d, attr, cpu_engine());
   };
@@ -413,11 +451,12 @@ Status PlanBuilder::bind_outputs() {
   const auto& outs = sg_.outputs();
   for (size_t o = 0; o < outs.size(); ++o) {
     const int v = outs[o];
-    if (value_tensor_[v] < 0) return internal_error("onednn plan: output '" + g_.value(v).name + "' is not produced");
+    if (value_tensor_[v] < 0)
+      return internal_error("onednn plan: output '" + g_.value(v).name + "' is not produced");
     const int t = value_tensor_[v];
     TensorInfo& root = tensors_[tensors_[t].root];
-    if (root.storage == Storage::kArena && is_plain(md(t)) && root.md.get_size() == md(t).get_size() &&
-        is_plain(root.md)) {
+    if (root.storage == Storage::kArena && is_plain(md(t)) &&
+        root.md.get_size() == md(t).get_size() && is_plain(root.md)) {
       // Written directly into the output buffer.
       root.storage = Storage::kOutput;
       root.slot = static_cast<int>(o);
@@ -431,7 +470,8 @@ Status PlanBuilder::bind_outputs() {
     int out = add_tensor(dims(t), plain_desc(dims(t)), Storage::kOutput);
     tensors_[out].slot = static_cast<int>(o);
     dnnl::reorder::primitive_desc pd(cpu_engine(), md(t), cpu_engine(), md(out));
-    add_step(dnnl::reorder(pd), {{DNNL_ARG_FROM, t}, {DNNL_ARG_TO, out}}, "output reorder", pd.impl_info_str());
+    add_step(dnnl::reorder(pd), {{DNNL_ARG_FROM, t}, {DNNL_ARG_TO, out}}, "output reorder",
+             pd.impl_info_str());
   }
   return Status();
 }
@@ -449,9 +489,11 @@ Status PlanBuilder::plan_memory(Plan& plan) {
   std::vector<int> roots;
   for (size_t t = 0; t < tensors_.size(); ++t) {
     const TensorInfo& x = tensors_[t];
-    if (x.root == static_cast<int>(t) && x.storage == Storage::kArena && x.first >= 0) roots.push_back(static_cast<int>(t));
+    if (x.root == static_cast<int>(t) && x.storage == Storage::kArena && x.first >= 0)
+      roots.push_back(static_cast<int>(t));
   }
-  std::stable_sort(roots.begin(), roots.end(), [&](int a, int b) { return md(a).get_size() > md(b).get_size(); });
+  std::stable_sort(roots.begin(), roots.end(),
+                   [&](int a, int b) { return md(a).get_size() > md(b).get_size(); });
   std::vector<int> placed;
   size_t total = 0;
   for (int t : roots) {
@@ -460,7 +502,8 @@ Status PlanBuilder::plan_memory(Plan& plan) {
     std::vector<std::pair<size_t, size_t>> busy;
     for (int p : placed) {
       const TensorInfo& y = tensors_[p];
-      if (y.first <= x.last && x.first <= y.last) busy.emplace_back(y.offset, y.offset + align_up(y.md.get_size()));
+      if (y.first <= x.last && x.first <= y.last)
+        busy.emplace_back(y.offset, y.offset + align_up(y.md.get_size()));
     }
     std::sort(busy.begin(), busy.end());
     size_t offset = 0;
@@ -475,7 +518,8 @@ Status PlanBuilder::plan_memory(Plan& plan) {
   plan.arena_bytes_ = total;
   if (total > 0) {
     plan.arena_ = std::aligned_alloc(kArenaAlignment, align_up(total));
-    if (!plan.arena_) return invalid_argument("onednn plan: cannot allocate " + std::to_string(total) + " bytes");
+    if (!plan.arena_)
+      return invalid_argument("onednn plan: cannot allocate " + std::to_string(total) + " bytes");
   }
   // One memory object per tensor, bound to its bytes (inputs and outputs at run time).
   std::vector<dnnl::memory> mems(tensors_.size());
@@ -486,15 +530,19 @@ Status PlanBuilder::plan_memory(Plan& plan) {
     const TensorInfo& x = tensors_[t];
     const TensorInfo& r = tensors_[x.root];
     switch (r.storage) {
-      case Storage::kArena: mems[t] = dnnl::memory(x.md, cpu_engine(), static_cast<char*>(plan.arena_) + r.offset); break;
+      case Storage::kArena:
+        mems[t] = dnnl::memory(x.md, cpu_engine(), static_cast<char*>(plan.arena_) + r.offset);
+        break;
       case Storage::kConstant:
-        mems[t] = x.root == t ? r.constant : dnnl::memory(x.md, cpu_engine(), r.constant.get_data_handle());
+        mems[t] = x.root == t ? r.constant
+                              : dnnl::memory(x.md, cpu_engine(), r.constant.get_data_handle());
         plan.constants_.push_back(r.constant);
         break;
       case Storage::kInput:
       case Storage::kOutput:
         mems[t] = dnnl::memory(x.md, cpu_engine(), DNNL_MEMORY_NONE);
-        (r.storage == Storage::kInput ? plan.input_memories_ : plan.output_memories_)[r.slot].push_back(mems[t]);
+        (r.storage == Storage::kInput ? plan.input_memories_ : plan.output_memories_)[r.slot]
+            .push_back(mems[t]);
         break;
     }
     return mems[t];
@@ -510,8 +558,10 @@ Status PlanBuilder::plan_memory(Plan& plan) {
   return Status();
 }
 
-Result<std::unique_ptr<Plan>> PlanBuilder::build(const Program& prog, const std::vector<Dims>& input_dims) {
-  if (input_dims.size() != sg_.inputs().size()) return internal_error("onednn plan: wrong number of input shapes");
+Result<std::unique_ptr<Plan>> PlanBuilder::build(const Program& prog,
+                                                 const std::vector<Dims>& input_dims, bool trial) {
+  if (input_dims.size() != sg_.inputs().size())
+    return internal_error("onednn plan: wrong number of input shapes");
   set_threads(threads_);
   value_tensor_.assign(g_.num_values(), -1);
   for (size_t i = 0; i < input_dims.size(); ++i) {
@@ -541,22 +591,26 @@ Result<std::unique_ptr<Plan>> PlanBuilder::build(const Program& prog, const std:
   plan->threads_ = threads_;
   plan->stream_ = dnnl::stream(cpu_engine());
   TESSERA_RETURN_IF_ERROR(guarded("outputs", [&] { return bind_outputs(); }));
+  if (trial) return plan;
   TESSERA_RETURN_IF_ERROR(guarded("memory", [&] { return plan_memory(*plan); }));
   for (int v : sg_.outputs()) plan->output_dims_.push_back(dims(value_tensor_[v]));
-  if (verbose()) std::fprintf(stderr, "onednn plan %s\n%s", sg_.label().c_str(), plan->describe().c_str());
+  if (verbose())
+    std::fprintf(stderr, "onednn plan %s\n%s", sg_.label().c_str(), plan->describe().c_str());
   return plan;
 }
 
 // ---- Plan ----
 
-Result<std::unique_ptr<Plan>> Plan::build(const SubGraph& sg, const Program& prog, const std::vector<Dims>& input_dims,
-                                          int threads) {
-  return PlanBuilder(sg, threads).build(prog, input_dims);
+Result<std::unique_ptr<Plan>> Plan::build(const SubGraph& sg, const Program& prog,
+                                          const std::vector<Dims>& input_dims, int threads,
+                                          bool trial) {
+  return PlanBuilder(sg, threads).build(prog, input_dims, trial);
 }
 
 Plan::~Plan() { std::free(arena_); }
 
-Status Plan::run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs, TensorAllocator& alloc) {
+Status Plan::run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
+                 TensorAllocator& alloc) {
   return guarded("onednn run", [&]() -> Status {
     set_threads(threads_);
     for (size_t i = 0; i < inputs.size() && i < input_memories_.size(); ++i) {

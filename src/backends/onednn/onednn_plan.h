@@ -19,14 +19,17 @@ namespace tessera::onednn {
 
 class Plan {
  public:
+  // A trial build (supports()) only creates the primitives: no memory, no verbose report.
   static Result<std::unique_ptr<Plan>> build(const SubGraph& sg, const Program& prog,
-                                             const std::vector<Dims>& input_dims, int threads);
+                                             const std::vector<Dims>& input_dims, int threads,
+                                             bool trial = false);
   ~Plan();
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
 
   // inputs match the dims the plan was built for; outputs are allocated from `alloc`.
-  Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs, TensorAllocator& alloc);
+  Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
+             TensorAllocator& alloc);
   // One line per step: its label and oneDNN implementation (for TESSERA_ONEDNN_VERBOSE).
   std::string describe() const;
 

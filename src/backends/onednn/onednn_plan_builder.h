@@ -13,10 +13,24 @@ namespace tessera::onednn {
 
 using Args = std::vector<std::pair<int, int>>;  // (DNNL_ARG_*, tensor id)
 
+// f32 with the layout left to the primitive (format any).
+inline memory::desc any_desc(const Dims& d) {
+  return memory::desc(memory::dims(d.begin(), d.end()), memory::data_type::f32,
+                      memory::format_tag::any);
+}
+inline memory::dims mdims(const Dims& d) { return memory::dims(d.begin(), d.end()); }
+// d[from] * ... * d[to - 1]
+inline int64_t product(const Dims& d, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= d[i];
+  return p;
+}
+
 class PlanBuilder {
  public:
   PlanBuilder(const SubGraph& sg, int threads);
-  Result<std::unique_ptr<Plan>> build(const Program& prog, const std::vector<Dims>& input_dims);
+  Result<std::unique_ptr<Plan>> build(const Program& prog, const std::vector<Dims>& input_dims,
+                                      bool trial);
 
  private:
   enum class Storage { kArena, kInput, kOutput, kConstant };
@@ -24,9 +38,9 @@ class PlanBuilder {
     Dims dims;
     memory::desc md;
     Storage storage = Storage::kArena;
-    int slot = -1;            // kInput / kOutput: the kernel's input or output index
-    int root = -1;            // the tensor whose bytes these are (itself unless an alias)
-    dnnl::memory constant;    // kConstant roots: the data
+    int slot = -1;              // kInput / kOutput: the kernel's input or output index
+    int root = -1;              // the tensor whose bytes these are (itself unless an alias)
+    dnnl::memory constant;      // kConstant roots: the data
     int first = -1, last = -1;  // steps using the root (liveness)
     size_t offset = 0;          // kArena roots
   };
@@ -37,7 +51,8 @@ class PlanBuilder {
     Dims dst_dims;
     std::optional<memory::desc> fixed_dst;  // else oneDNN chooses (format any)
     float output_scale = 1.0f;
-    std::function<dnnl::primitive_desc(const memory::desc& dst, const dnnl::primitive_attr& attr)> make_pd;
+    std::function<dnnl::primitive_desc(const memory::desc& dst, const dnnl::primitive_attr& attr)>
+        make_pd;
     std::function<Result<Args>(const dnnl::primitive_desc& pd)> bind;  // the anchor's own inputs
     int in_place = -1;  // write into this tensor (its md is the dst md) rather than a new one
     std::optional<EltwiseOp> anchor_eltwise;  // an eltwise anchor's own function
@@ -65,20 +80,24 @@ class PlanBuilder {
   // The dst of a primitive whose sum post-op adds `operand` (of graph value `value`, or -1):
   // the operand's own buffer when nothing else reads it, else a copy.
   Result<int> sum_destination(int operand, int value, const memory::desc& dst, const Args& args);
-  Result<int> emit_rest(int t, const std::vector<PostOp>& post_ops, size_t from, const std::string& label);
-  Result<int> emit_eltwise(int x, const EltwiseOp& op, const std::vector<PostOp>& post_ops, bool in_place,
-                           const std::string& label);
-  Result<int> emit_binary(int a, int b, algorithm alg, std::vector<PostOp> post_ops, const std::string& label);
+  Result<int> emit_rest(int t, const std::vector<PostOp>& post_ops, size_t from,
+                        const std::string& label);
+  Result<int> emit_eltwise(int x, const EltwiseOp& op, const std::vector<PostOp>& post_ops,
+                           bool in_place, const std::string& label);
+  Result<int> emit_binary(int a, int b, algorithm alg, std::vector<PostOp> post_ops,
+                          const std::string& label);
 
   // ---- unit builders (onednn_plan_ops.cc): each returns the tensor of the unit's output ----
   Result<int> build_unit(const Unit& u);
   // Folds the leading per-output-channel affine post-ops (Mul/Add by constants, linear) of a
   // convolution into its constant weights w and bias b; oc_of(i) is the output channel of weight
   // element i. Returns how many post-ops were folded (0 when w or b is not constant).
-  Result<size_t> fold_affine(const std::vector<PostOp>& post_ops, const Dims& dst_dims, int& w, int& b,
-                             const std::function<int64_t(int64_t)>& oc_of);
+  Result<size_t> fold_affine(const std::vector<PostOp>& post_ops, const Dims& dst_dims, int& w,
+                             int& b, const std::function<int64_t(int64_t)>& oc_of);
   Result<int> build_conv(const Unit& u);
   Result<int> build_deconv(const Unit& u);
+  Result<int> build_tiling_deconv(const Unit& u, int x, int w, int b, const Dims& dst,
+                                  const std::vector<PostOp>& post_ops);
   Result<int> build_matmul(const Unit& u);
   Result<int> build_gemm(const Unit& u);
   Result<int> build_pool(const Unit& u);
@@ -97,9 +116,9 @@ class PlanBuilder {
   int threads_;
   dnnl::stream build_stream_;
   std::vector<TensorInfo> tensors_;
-  std::vector<int> value_tensor_;                       // graph value -> tensor as produced
-  std::vector<int> last_reader_unit_;                   // graph value -> last unit reading it
-  std::vector<bool> is_output_value_;                   // graph value -> a subgraph output
+  std::vector<int> value_tensor_;      // graph value -> tensor as produced
+  std::vector<int> last_reader_unit_;  // graph value -> last unit reading it
+  std::vector<bool> is_output_value_;  // graph value -> a subgraph output
   int current_unit_ = -1;
   std::vector<std::pair<int, int>> constant_of_value_;  // (value, tensor) for constant operands
   std::vector<std::pair<int, int>> layout_cache_;       // (tensor, converted tensor)

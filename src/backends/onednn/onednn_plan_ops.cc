@@ -1,7 +1,6 @@
 // One builder per unit kind: reads the anchor node's attributes with the concrete input dims,
 // describes the primitive (source and weights in format `any` where oneDNN may pick a blocked
 // layout) and hands it to PlanBuilder::emit, which fuses the post-ops.
-#include <numeric>
 
 #include "backends/onednn/onednn_plan_builder.h"
 #include "backends/onednn/onednn_support.h"
@@ -11,32 +10,25 @@ namespace tessera::onednn {
 namespace {
 
 using dnnl::prop_kind;
-using tag = memory::format_tag;
-
-memory::desc any_desc(const Dims& d) { return memory::desc(memory::dims(d.begin(), d.end()), memory::data_type::f32, tag::any); }
-
-memory::dims mdims(const Dims& d) { return memory::dims(d.begin(), d.end()); }
-
-int64_t product(const Dims& d, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= d[i];
-  return p;
-}
 
 Result<int> normalized_axis(int64_t axis, int rank, const Node& node) {
-  if (axis < -rank || axis >= rank) return invalid_argument(node.describe() + ": axis out of range");
+  if (axis < -rank || axis >= rank)
+    return invalid_argument(node.describe() + ": axis out of range");
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
 // Broadcasts constant `t` to `to` dims (numpy rules), as float32.
 Result<Tensor> broadcast_constant(const Tensor& t, const Dims& to) {
-  if (t.rank() > static_cast<int>(to.size())) return invalid_argument("constant " + t.describe() + " does not broadcast");
+  if (t.rank() > static_cast<int>(to.size()))
+    return invalid_argument("constant " + t.describe() + " does not broadcast");
   const size_t off = to.size() - t.dims().size();
   Dims strides(to.size(), 0);
   int64_t s = 1;
   for (size_t i = t.dims().size(); i-- > 0;) {
     const int64_t d = t.dims()[i];
-    if (d != 1 && d != to[off + i]) return invalid_argument("constant " + t.describe() + " does not broadcast to " + dims_to_string(to));
+    if (d != 1 && d != to[off + i])
+      return invalid_argument("constant " + t.describe() + " does not broadcast to " +
+                              dims_to_string(to));
     strides[off + i] = d == 1 ? 0 : s;
     s *= d;
   }
@@ -81,197 +73,6 @@ Result<int> PlanBuilder::build_unit(const Unit& u) {
   return internal_error("unknown unit kind");
 }
 
-Result<size_t> PlanBuilder::fold_affine(const std::vector<PostOp>& post_ops, const Dims& dst_dims, int& w, int& b,
-                                        const std::function<int64_t(int64_t)>& oc_of) {
-  if (!is_constant(w) || !is_plain(md(w)) || (b >= 0 && (!is_constant(b) || !is_plain(md(b))))) return size_t{0};
-  const size_t rank = dst_dims.size();
-  const int64_t oc = dst_dims[1];
-  // y = conv * scale + shift per output channel, composed over the folded post-ops.
-  std::vector<double> scale(oc, 1.0), shift(oc, 0.0);
-  size_t n = 0;
-  for (; n < post_ops.size(); ++n) {
-    const PostOp& p = post_ops[n];
-    if (p.kind == PostOp::Kind::kEltwise) {
-      if (p.eltwise.alg != algorithm::eltwise_linear) break;
-      for (int64_t o = 0; o < oc; ++o) {
-        scale[o] *= p.eltwise.alpha;
-        shift[o] = p.eltwise.alpha * shift[o] + p.eltwise.beta;
-      }
-      continue;
-    }
-    const Tensor& c = p.operand.constant;
-    if (!p.operand.is_constant() || c.dtype() != DType::kFloat32 || c.rank() > static_cast<int>(rank)) break;
-    Dims padded(rank - c.rank(), 1);
-    padded.insert(padded.end(), c.dims().begin(), c.dims().end());
-    bool per_channel = padded[1] == oc;
-    for (size_t i = 0; i < rank; ++i) per_channel = per_channel && (i == 1 || padded[i] == 1);
-    if (c.numel() != 1 && !per_channel) break;
-    auto at = [&](int64_t o) { return static_cast<double>(c.data<float>()[c.numel() == 1 ? 0 : o]); };
-    const algorithm alg = p.binary_alg;
-    if (alg != algorithm::binary_mul && alg != algorithm::binary_add && alg != algorithm::binary_sub &&
-        alg != algorithm::binary_div) {
-      break;
-    }
-    for (int64_t o = 0; o < oc; ++o) {
-      const double v = at(o);
-      if (alg == algorithm::binary_mul) scale[o] *= v, shift[o] *= v;
-      else if (alg == algorithm::binary_add) shift[o] += v;
-      else if (alg == algorithm::binary_sub) shift[o] -= v;
-      else scale[o] /= v, shift[o] /= v;
-    }
-  }
-  if (n == 0) return size_t{0};
-  const float* wsrc = static_cast<const float*>(tensors_[tensors_[w].root].constant.get_data_handle());
-  Tensor nw(DType::kFloat32, dims(w));
-  for (int64_t i = 0; i < nw.numel(); ++i) nw.data<float>()[i] = static_cast<float>(wsrc[i] * scale[oc_of(i)]);
-  Tensor nb(DType::kFloat32, {oc});
-  const float* bsrc = b >= 0 ? static_cast<const float*>(tensors_[tensors_[b].root].constant.get_data_handle()) : nullptr;
-  for (int64_t o = 0; o < oc; ++o) nb.data<float>()[o] = static_cast<float>((bsrc ? bsrc[o] : 0.0) * scale[o] + shift[o]);
-  w = constant_tensor(nw);
-  b = constant_tensor(nb);
-  return n;
-}
-
-Result<int> PlanBuilder::build_conv(const Unit& u) {
-  const Node& node = g_.node(u.node);
-  TESSERA_ASSIGN_OR_RETURN(int x, operand_tensor(u.inputs[0]));
-  TESSERA_ASSIGN_OR_RETURN(int w, operand_tensor(u.inputs[1]));
-  const Dims xd = dims(x), wd = dims(w);
-  const size_t rank = xd.size();
-  if (wd.size() != rank || rank < 3) return invalid_argument("X and W ranks differ");
-  const int64_t group = node.attr_int("group", 1), oc = wd[0];
-  if (xd[1] % group != 0 || oc % group != 0 || wd[1] * group != xd[1]) return invalid_argument("channels do not match group");
-  TESSERA_ASSIGN_OR_RETURN(nn::WindowGeometry geo, nn::forward_window(node, Dims(xd.begin() + 2, xd.end()),
-                                                                     Dims(wd.begin() + 2, wd.end()), false));
-  Dims dst{xd[0], oc};
-  dst.insert(dst.end(), geo.out.begin(), geo.out.end());
-  Dims wdims = wd;
-  if (group > 1) {
-    wdims = {group, oc / group, wd[1]};
-    wdims.insert(wdims.end(), wd.begin() + 2, wd.end());
-  }
-  Dims dil = geo.dilations;
-  for (int64_t& d : dil) d -= 1;  // oneDNN counts dilation from 0
-  int b = -1;
-  if (u.inputs.size() > 2 && (u.inputs[2].value >= 0 || u.inputs[2].is_constant())) {
-    TESSERA_ASSIGN_OR_RETURN(b, operand_tensor(u.inputs[2]));
-  }
-  const int64_t per_oc = shape_numel(wd) / oc;
-  std::vector<PostOp> post = u.post_ops;
-  TESSERA_ASSIGN_OR_RETURN(size_t folded, fold_affine(post, dst, w, b, [per_oc](int64_t i) { return i / per_oc; }));
-  post.erase(post.begin(), post.begin() + static_cast<std::ptrdiff_t>(folded));
-  const bool has_bias = b >= 0;
-  Anchor a;
-  a.label = u.label;
-  a.dst_dims = dst;
-  const memory::desc src_any = any_desc(xd), wei_any = any_desc(wdims), bias_any = any_desc({oc});
-  const memory::dims strides = mdims(geo.strides), dilates = mdims(dil), pl = mdims(geo.pads_begin), pr = mdims(geo.pads_end);
-  a.make_pd = [=](const memory::desc& dst_md, const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
-    auto d = has_bias ? dnnl::convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct, src_any,
-                                                        wei_any, bias_any, dst_md, strides, dilates, pl, pr)
-                      : dnnl::convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct, src_any,
-                                                        wei_any, dst_md, strides, dilates, pl, pr);
-    return dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
-  };
-  a.bind = [=, this](const dnnl::primitive_desc& pd) -> Result<Args> {
-    TESSERA_ASSIGN_OR_RETURN(int src, to_layout(x, pd.src_desc()));
-    TESSERA_ASSIGN_OR_RETURN(int wv, reshape(w, wdims));
-    TESSERA_ASSIGN_OR_RETURN(int wl, to_layout(wv, pd.weights_desc()));
-    Args args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wl}};
-    if (has_bias) {
-      TESSERA_ASSIGN_OR_RETURN(int bl, to_layout(b, pd.query_md(dnnl::query::weights_md, 1)));
-      args.emplace_back(DNNL_ARG_BIAS, bl);
-    }
-    return args;
-  };
-  return emit(a, post);
-}
-
-Result<int> PlanBuilder::build_deconv(const Unit& u) {
-  const Node& node = g_.node(u.node);
-  TESSERA_ASSIGN_OR_RETURN(int x, operand_tensor(u.inputs[0]));
-  TESSERA_ASSIGN_OR_RETURN(int w, operand_tensor(u.inputs[1]));
-  TESSERA_ASSIGN_OR_RETURN(w, to_plain(w));
-  const Dims xd = dims(x), wd = dims(w);
-  const size_t rank = xd.size();
-  if (wd.size() != rank || rank < 3) return invalid_argument("X and W ranks differ");
-  const int64_t group = node.attr_int("group", 1), ic = xd[1];
-  if (wd[0] != ic || ic % group != 0) return invalid_argument("channels do not match group");
-  const int64_t ocg = wd[1], icg = ic / group, oc = ocg * group;
-  const Dims in(xd.begin() + 2, xd.end()), kernel(wd.begin() + 2, wd.end());
-  TESSERA_ASSIGN_OR_RETURN(nn::WindowGeometry geo, nn::transposed_window(node, in, kernel));
-  Dims pr(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    const int64_t full = geo.strides[i] * (in[i] - 1) + (kernel[i] - 1) * geo.dilations[i] + 1;
-    pr[i] = full - geo.out[i] - geo.pads_begin[i];
-    if (pr[i] < 0 || geo.pads_begin[i] < 0) return unimplemented("output padding beyond the pads (oneDNN has none)");
-  }
-  Dims dst{xd[0], oc};
-  dst.insert(dst.end(), geo.out.begin(), geo.out.end());
-  // ONNX stores W as [C_in, C_out/group, k...]: per group (ic, oc, k). Describe those bytes with
-  // oneDNN's (g, oc, ic, k) dims by strides.
-  const int64_t ksize = product(kernel, 0, kernel.size());
-  Dims kstrides(kernel.size());
-  for (size_t i = kernel.size(); i-- > 0;) kstrides[i] = product(kernel, i + 1, kernel.size());
-  Dims wdims, wstrides;
-  if (group > 1) {
-    wdims = {group, ocg, icg};
-    wstrides = {icg * ocg * ksize, ksize, ocg * ksize};
-  } else {
-    wdims = {oc, ic};
-    wstrides = {ksize, oc * ksize};
-  }
-  wdims.insert(wdims.end(), kernel.begin(), kernel.end());
-  wstrides.insert(wstrides.end(), kstrides.begin(), kstrides.end());
-  Dims dil = geo.dilations;
-  for (int64_t& d : dil) d -= 1;
-  int b = -1;
-  if (u.inputs.size() > 2 && (u.inputs[2].value >= 0 || u.inputs[2].is_constant())) {
-    TESSERA_ASSIGN_OR_RETURN(b, operand_tensor(u.inputs[2]));
-  }
-  // oneDNN 2.6 applies a deconvolution's post-ops in slow reference code (30x the deconvolution
-  // itself): fold what is affine into the weights, run the rest as separate steps.
-  std::vector<PostOp> post = u.post_ops;
-  TESSERA_ASSIGN_OR_RETURN(size_t folded, fold_affine(post, dst, w, b, [=](int64_t i) {
-                             const int64_t icw = i / ksize / ocg, o = i / ksize % ocg;
-                             return icw / icg * ocg + o;
-                           }));
-  post.erase(post.begin(), post.begin() + static_cast<std::ptrdiff_t>(folded));
-  const bool has_bias = b >= 0;
-  const int wview = alias(w, wdims, strided_desc(wdims, wstrides));
-  Anchor a;
-  a.fuse_post_ops = false;
-  a.label = u.label;
-  a.dst_dims = dst;
-  const memory::desc src_any = any_desc(xd), wei_any = any_desc(wdims), bias_any = any_desc({oc});
-  const memory::dims strides = mdims(geo.strides), dilates = mdims(dil), pl = mdims(geo.pads_begin), pad_r = mdims(pr);
-  a.make_pd = [=](const memory::desc& dst_md, const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
-    auto d = has_bias ? dnnl::deconvolution_forward::desc(prop_kind::forward_inference, algorithm::deconvolution_direct,
-                                                          src_any, wei_any, bias_any, dst_md, strides, dilates, pl, pad_r)
-                      : dnnl::deconvolution_forward::desc(prop_kind::forward_inference, algorithm::deconvolution_direct,
-                                                          src_any, wei_any, dst_md, strides, dilates, pl, pad_r);
-    return dnnl::deconvolution_forward::primitive_desc(d, attr, cpu_engine());
-  };
-  if (oc < 8) {
-    // A few channels in 8- or 16-channel blocks would multiply the data: prefer plain output.
-    try {
-      if (!is_reference_impl(a.make_pd(plain_desc(dst), dnnl::primitive_attr()))) a.fixed_dst = plain_desc(dst);
-    } catch (const dnnl::error&) {
-    }
-  }
-  a.bind = [=, this](const dnnl::primitive_desc& pd) -> Result<Args> {
-    TESSERA_ASSIGN_OR_RETURN(int src, to_layout(x, pd.src_desc()));
-    TESSERA_ASSIGN_OR_RETURN(int wl, to_layout(wview, pd.weights_desc()));
-    Args args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wl}};
-    if (has_bias) {
-      TESSERA_ASSIGN_OR_RETURN(int bl, to_layout(b, pd.query_md(dnnl::query::weights_md, 1)));
-      args.emplace_back(DNNL_ARG_BIAS, bl);
-    }
-    return args;
-  };
-  return emit(a, post);
-}
-
 Result<int> PlanBuilder::build_matmul(const Unit& u) {
   TESSERA_ASSIGN_OR_RETURN(int a0, operand_tensor(u.inputs[0]));
   TESSERA_ASSIGN_OR_RETURN(int b0, operand_tensor(u.inputs[1]));
@@ -283,10 +84,13 @@ Result<int> PlanBuilder::build_matmul(const Unit& u) {
   a2.insert(a2.begin(), rank - a2.size(), 1);
   b2.insert(b2.begin(), rank - b2.size(), 1);
   const int64_t m = a2[rank - 2], k = a2[rank - 1], n = b2[rank - 1];
-  if (b2[rank - 2] != k) return invalid_argument("inner dims differ: " + dims_to_string(da) + " x " + dims_to_string(db));
+  if (b2[rank - 2] != k)
+    return invalid_argument("inner dims differ: " + dims_to_string(da) + " x " +
+                            dims_to_string(db));
   Dims dst(rank), onnx_out;
   for (size_t i = 0; i + 2 < rank; ++i) {
-    if (a2[i] != b2[i] && a2[i] != 1 && b2[i] != 1) return invalid_argument("batch dims do not broadcast");
+    if (a2[i] != b2[i] && a2[i] != 1 && b2[i] != 1)
+      return invalid_argument("batch dims do not broadcast");
     dst[i] = std::max(a2[i], b2[i]);
     onnx_out.push_back(dst[i]);
   }
@@ -302,7 +106,8 @@ Result<int> PlanBuilder::build_matmul(const Unit& u) {
   an.dst_dims = dst;
   an.fixed_dst = plain_desc(dst);
   const memory::desc src_md = md(a), wei_md = const_b ? any_desc(b2) : md(b);
-  an.make_pd = [=](const memory::desc& dst_md, const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
+  an.make_pd = [=](const memory::desc& dst_md,
+                   const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
     dnnl::matmul::desc d(src_md, wei_md, dst_md);
     return dnnl::matmul::primitive_desc(d, attr, cpu_engine());
   };
@@ -336,7 +141,8 @@ Result<int> PlanBuilder::build_gemm(const Unit& u) {
     if (u.inputs[2].is_constant() && beta != 1.0f) {
       // beta * C, as the reference computes it, once.
       Tensor c(DType::kFloat32, u.inputs[2].constant.dims());
-      for (int64_t i = 0; i < c.numel(); ++i) c.data<float>()[i] = beta * u.inputs[2].constant.data<float>()[i];
+      for (int64_t i = 0; i < c.numel(); ++i)
+        c.data<float>()[i] = beta * u.inputs[2].constant.data<float>()[i];
       add.operand = Operand{-1, c};
     } else if (beta != 1.0f) {
       return unimplemented("beta != 1 with a non-constant C");
@@ -351,7 +157,8 @@ Result<int> PlanBuilder::build_gemm(const Unit& u) {
   an.fixed_dst = plain_desc({m, n});
   an.output_scale = alpha;  // applied before the post-ops: alpha * AB + beta * C
   const memory::desc src_md = md(a), wei_md = const_b ? any_desc({k, n}) : md(b);
-  an.make_pd = [=](const memory::desc& dst_md, const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
+  an.make_pd = [=](const memory::desc& dst_md,
+                   const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
     dnnl::matmul::desc d(src_md, wei_md, dst_md);
     return dnnl::matmul::primitive_desc(d, attr, cpu_engine());
   };
@@ -368,11 +175,13 @@ Result<int> PlanBuilder::build_pool(const Unit& u) {
   const Dims xd = dims(x);
   const size_t sp = xd.size() - 2;
   const bool global = node.op_type == "GlobalAveragePool" || node.op_type == "GlobalMaxPool";
-  Dims kernel(xd.begin() + 2, xd.end()), strides(sp, 1), dil(sp, 0), pl(sp, 0), pr(sp, 0), out(sp, 1);
+  Dims kernel(xd.begin() + 2, xd.end()), strides(sp, 1), dil(sp, 0), pl(sp, 0), pr(sp, 0),
+      out(sp, 1);
   if (!global) {
-    TESSERA_ASSIGN_OR_RETURN(nn::WindowGeometry geo, nn::forward_window(node, Dims(xd.begin() + 2, xd.end()),
-                                                                       node.attr_ints("kernel_shape"),
-                                                                       node.attr_int("ceil_mode", 0) != 0));
+    TESSERA_ASSIGN_OR_RETURN(
+        nn::WindowGeometry geo,
+        nn::forward_window(node, Dims(xd.begin() + 2, xd.end()), node.attr_ints("kernel_shape"),
+                           node.attr_int("ceil_mode", 0) != 0));
     kernel = geo.kernel;
     strides = geo.strides;
     pl = geo.pads_begin;
@@ -380,14 +189,15 @@ Result<int> PlanBuilder::build_pool(const Unit& u) {
     for (size_t i = 0; i < sp; ++i) {
       dil[i] = geo.dilations[i] - 1;
       // The right padding that gives exactly `out` windows (ceil_mode adds some).
-      pr[i] = (out[i] - 1) * strides[i] + (kernel[i] - 1) * geo.dilations[i] + 1 - xd[i + 2] - pl[i];
+      pr[i] =
+          (out[i] - 1) * strides[i] + (kernel[i] - 1) * geo.dilations[i] + 1 - xd[i + 2] - pl[i];
       if (pr[i] < 0) pr[i] = 0;
     }
   }
   algorithm alg = algorithm::pooling_max;
   if (node.op_type == "AveragePool" || node.op_type == "GlobalAveragePool") {
     alg = node.attr_int("count_include_pad", 0) != 0 ? algorithm::pooling_avg_include_padding
-                                                      : algorithm::pooling_avg_exclude_padding;
+                                                     : algorithm::pooling_avg_exclude_padding;
   }
   Dims dst{xd[0], xd[1]};
   dst.insert(dst.end(), out.begin(), out.end());
@@ -395,9 +205,11 @@ Result<int> PlanBuilder::build_pool(const Unit& u) {
   a.label = u.label;
   a.dst_dims = dst;
   const memory::desc src_md = md(x);
-  a.make_pd = [=](const memory::desc& dst_md, const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
-    dnnl::pooling_v2_forward::desc d(prop_kind::forward_inference, alg, src_md, dst_md, mdims(strides), mdims(kernel),
-                                     mdims(dil), mdims(pl), mdims(pr));
+  a.make_pd = [=](const memory::desc& dst_md,
+                  const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
+    dnnl::pooling_v2_forward::desc d(prop_kind::forward_inference, alg, src_md, dst_md,
+                                     mdims(strides), mdims(kernel), mdims(dil), mdims(pl),
+                                     mdims(pr));
     return dnnl::pooling_v2_forward::primitive_desc(d, attr, cpu_engine());
   };
   a.bind = [=, this](const dnnl::primitive_desc& pd) -> Result<Args> {
@@ -442,7 +254,8 @@ Result<int> PlanBuilder::build_layer_norm(const Unit& u) {
   const Node& node = g_.node(u.node);
   TESSERA_ASSIGN_OR_RETURN(int x0, operand_tensor(u.inputs[0]));
   const Dims xd = dims(x0);
-  TESSERA_ASSIGN_OR_RETURN(int axis, normalized_axis(node.attr_int("axis", -1), static_cast<int>(xd.size()), node));
+  TESSERA_ASSIGN_OR_RETURN(
+      int axis, normalized_axis(node.attr_int("axis", -1), static_cast<int>(xd.size()), node));
   const Dims norm_dims(xd.begin() + axis, xd.end());
   const int64_t inner = product(xd, axis, xd.size()), outer = product(xd, 0, axis);
   TESSERA_ASSIGN_OR_RETURN(int x, reshape(x0, {outer, inner}));
@@ -457,7 +270,8 @@ Result<int> PlanBuilder::build_layer_norm(const Unit& u) {
     return reshape(t, {inner});
   };
   TESSERA_ASSIGN_OR_RETURN(int scale, param(u.inputs[1]));
-  const bool has_bias = u.inputs.size() > 2 && (u.inputs[2].value >= 0 || u.inputs[2].is_constant());
+  const bool has_bias =
+      u.inputs.size() > 2 && (u.inputs[2].value >= 0 || u.inputs[2].is_constant());
   int shift = -1;
   if (has_bias) {
     TESSERA_ASSIGN_OR_RETURN(shift, param(u.inputs[2]));
@@ -491,7 +305,8 @@ Result<int> PlanBuilder::build_concat(const Unit& u) {
     srcs.push_back(t);
   }
   const Dims d0 = dims(srcs[0]);
-  TESSERA_ASSIGN_OR_RETURN(int axis, normalized_axis(node.attr_int("axis", 0), static_cast<int>(d0.size()), node));
+  TESSERA_ASSIGN_OR_RETURN(
+      int axis, normalized_axis(node.attr_int("axis", 0), static_cast<int>(d0.size()), node));
   Dims out = d0;
   out[axis] = 0;
   for (int t : srcs) out[axis] += dims(t)[axis];
@@ -532,7 +347,8 @@ Result<int> PlanBuilder::build_resize(const Unit& u) {
   a.dst_dims = out;
   const memory::desc src_md = md(x);
   const algorithm alg = spec.alg;
-  a.make_pd = [=](const memory::desc& dst_md, const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
+  a.make_pd = [=](const memory::desc& dst_md,
+                  const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
     dnnl::resampling_forward::desc d(prop_kind::forward_inference, alg, src_md, dst_md);
     return dnnl::resampling_forward::primitive_desc(d, attr, cpu_engine());
   };
@@ -560,7 +376,8 @@ Result<int> PlanBuilder::build_reduce(const Unit& u) {
   a.fixed_dst = plain_desc(kept);
   const memory::desc src_md = md(x);
   const algorithm alg = spec.alg;
-  a.make_pd = [=](const memory::desc& dst_md, const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
+  a.make_pd = [=](const memory::desc& dst_md,
+                  const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
     dnnl::reduction::desc d(alg, src_md, dst_md, 0.0f, 0.0f);
     return dnnl::reduction::primitive_desc(d, attr, cpu_engine());
   };

@@ -41,7 +41,8 @@ class Lowering {
     for (size_t i = 0; i < vops_.size(); ++i) {
       for (int v : data_inputs(vops_[i])) {
         auto& r = readers_[v];
-        if (std::find(r.begin(), r.end(), static_cast<int>(i)) == r.end()) r.push_back(static_cast<int>(i));
+        if (std::find(r.begin(), r.end(), static_cast<int>(i)) == r.end())
+          r.push_back(static_cast<int>(i));
       }
     }
     unit_of_output_.assign(g_.num_values(), -1);
@@ -77,12 +78,14 @@ class Lowering {
   bool match_hardswish(int add_node, VOp* out) {
     const Node& add = g_.node(add_node);
     if (add.op_type != "Add" || add.inputs.size() != 2) return false;
-    int x = scalar_is(add.inputs[1], 3.0) ? add.inputs[0] : (scalar_is(add.inputs[0], 3.0) ? add.inputs[1] : -1);
+    int x = scalar_is(add.inputs[1], 3.0) ? add.inputs[0]
+                                          : (scalar_is(add.inputs[0], 3.0) ? add.inputs[1] : -1);
     if (x < 0 || g_.value(x).constant) return false;
     int clip_node = sole_consumer(add.outputs[0]);
     if (clip_node < 0 || covered_[clip_node] || g_.node(clip_node).op_type != "Clip") return false;
     auto clip = activation_ops(g_, g_.node(clip_node));
-    if (!clip.ok() || clip->size() != 1 || (*clip)[0].alpha != 0.0f || (*clip)[0].beta != 6.0f) return false;
+    if (!clip.ok() || clip->size() != 1 || (*clip)[0].alpha != 0.0f || (*clip)[0].beta != 6.0f)
+      return false;
     if (g_.node(clip_node).inputs[0] != add.outputs[0]) return false;
     int mul_node = sole_consumer(g_.node(clip_node).outputs[0]);
     if (mul_node < 0 || covered_[mul_node] || g_.node(mul_node).op_type != "Mul") return false;
@@ -90,10 +93,12 @@ class Lowering {
     int div_node = sole_consumer(g_.node(mul_node).outputs[0]);
     if (div_node < 0 || covered_[div_node]) return false;
     const Node& div = g_.node(div_node);
-    const bool by_six = div.op_type == "Div" && div.inputs.size() == 2 && div.inputs[0] == g_.node(mul_node).outputs[0] &&
+    const bool by_six = div.op_type == "Div" && div.inputs.size() == 2 &&
+                        div.inputs[0] == g_.node(mul_node).outputs[0] &&
                         scalar_is(div.inputs[1], 6.0);
-    const bool by_sixth = div.op_type == "Mul" && other_input(div, g_.node(mul_node).outputs[0]) >= 0 &&
-                          scalar_is(other_input(div, g_.node(mul_node).outputs[0]), 1.0 / 6.0, 1e-7);
+    const bool by_sixth =
+        div.op_type == "Mul" && other_input(div, g_.node(mul_node).outputs[0]) >= 0 &&
+        scalar_is(other_input(div, g_.node(mul_node).outputs[0]), 1.0 / 6.0, 1e-7);
     if (!by_six && !by_sixth) return false;
     *out = VOp{};
     out->kind = VOp::Kind::kActivation;
@@ -112,9 +117,11 @@ class Lowering {
     int sig_node = first, x = -1;
     const Node& head = g_.node(first);
     if (head.op_type == "Mul" && head.inputs.size() == 2) {
-      x = scalar_is(head.inputs[1], 1.0) ? head.inputs[0] : (scalar_is(head.inputs[0], 1.0) ? head.inputs[1] : -1);
+      x = scalar_is(head.inputs[1], 1.0) ? head.inputs[0]
+                                         : (scalar_is(head.inputs[0], 1.0) ? head.inputs[1] : -1);
       sig_node = sole_consumer(head.outputs[0]);
-      if (x < 0 || sig_node < 0 || covered_[sig_node] || g_.node(sig_node).op_type != "Sigmoid") return false;
+      if (x < 0 || sig_node < 0 || covered_[sig_node] || g_.node(sig_node).op_type != "Sigmoid")
+        return false;
       nodes.push_back(first);
     } else if (head.op_type == "Sigmoid") {
       x = head.inputs[0];
@@ -164,9 +171,12 @@ class Lowering {
     const double eps = node.attr_float("epsilon", 1e-5f);
     for (int64_t i = 0; i < c; ++i) {
       // The reference's arithmetic: a = scale / sqrt(var + eps), b = B - mean * a.
-      const double a = static_cast<double>(scale.data<float>()[i]) / std::sqrt(static_cast<double>(var.data<float>()[i]) + eps);
+      const double a = static_cast<double>(scale.data<float>()[i]) /
+                       std::sqrt(static_cast<double>(var.data<float>()[i]) + eps);
       op.scale.data<float>()[i] = static_cast<float>(a);
-      op.shift.data<float>()[i] = static_cast<float>(static_cast<double>(bias.data<float>()[i]) - static_cast<double>(mean.data<float>()[i]) * a);
+      op.shift.data<float>()[i] =
+          static_cast<float>(static_cast<double>(bias.data<float>()[i]) -
+                             static_cast<double>(mean.data<float>()[i]) * a);
     }
     op.name = "BatchNormalization";
     return op;
@@ -268,18 +278,25 @@ class Lowering {
 
   // Post-ops computing `chain OP other` (chain_is_lhs) or `other OP chain`; false when oneDNN's
   // post-ops cannot express it.
-  bool binary_post_ops(const std::string& op, int other, bool chain_is_lhs, std::vector<PostOp>* out) const {
+  bool binary_post_ops(const std::string& op, int other, bool chain_is_lhs,
+                       std::vector<PostOp>* out) const {
     const algorithm alg = binary_algorithm(op);
     double c;
     PostOp p;
     if (constant_scalar(g_, other, &c) && g_.value(other).constant->dtype() == DType::kFloat32) {
       const float cf = static_cast<float>(c);
       p.kind = PostOp::Kind::kEltwise;
-      if (op == "Add") p.eltwise = {algorithm::eltwise_linear, 1.0f, cf};
-      else if (op == "Mul") p.eltwise = {algorithm::eltwise_linear, cf, 0.0f};
-      else if (op == "Sub") p.eltwise = chain_is_lhs ? EltwiseOp{algorithm::eltwise_linear, 1.0f, -cf} : EltwiseOp{algorithm::eltwise_linear, -1.0f, cf};
-      else if (op == "Div" && !chain_is_lhs) return false;
-      else p.kind = PostOp::Kind::kBinary;  // Div by, Max, Min: exact against a scalar
+      if (op == "Add")
+        p.eltwise = {algorithm::eltwise_linear, 1.0f, cf};
+      else if (op == "Mul")
+        p.eltwise = {algorithm::eltwise_linear, cf, 0.0f};
+      else if (op == "Sub")
+        p.eltwise = chain_is_lhs ? EltwiseOp{algorithm::eltwise_linear, 1.0f, -cf}
+                                 : EltwiseOp{algorithm::eltwise_linear, -1.0f, cf};
+      else if (op == "Div" && !chain_is_lhs)
+        return false;
+      else
+        p.kind = PostOp::Kind::kBinary;  // Div by, Max, Min: exact against a scalar
       if (p.kind == PostOp::Kind::kBinary) {
         p.binary_alg = alg;
         p.operand = operand(other);
@@ -294,7 +311,9 @@ class Lowering {
     p.operand = operand(other);
     out->push_back(p);
     // other - chain = -(chain - other): negation is exact.
-    if (!chain_is_lhs && op == "Sub") out->push_back(PostOp{PostOp::Kind::kEltwise, {algorithm::eltwise_linear, -1.0f, 0.0f}, {}, {}});
+    if (!chain_is_lhs && op == "Sub")
+      out->push_back(
+          PostOp{PostOp::Kind::kEltwise, {algorithm::eltwise_linear, -1.0f, 0.0f}, {}, {}});
     return true;
   }
 
@@ -344,7 +363,8 @@ class Lowering {
       }
       case VOp::Kind::kActivation: {
         std::vector<PostOp> post;
-        for (const EltwiseOp& e : op.eltwise) post.push_back(PostOp{PostOp::Kind::kEltwise, e, {}, {}});
+        for (const EltwiseOp& e : op.eltwise)
+          post.push_back(PostOp{PostOp::Kind::kEltwise, e, {}, {}});
         if (int u = extendable_unit(op.input, i); u >= 0) {
           extend(u, op, std::move(post));
           return Status();
@@ -372,12 +392,14 @@ class Lowering {
         const std::string& type = g_.node(op.node).op_type;
         std::vector<PostOp> post;
         if (op.a != op.b) {
-          if (int u = extendable_unit(op.a, i); u >= 0 && fits(op.b, op.a) && binary_post_ops(type, op.b, true, &post)) {
+          if (int u = extendable_unit(op.a, i);
+              u >= 0 && fits(op.b, op.a) && binary_post_ops(type, op.b, true, &post)) {
             extend(u, op, std::move(post));
             return Status();
           }
           post.clear();
-          if (int u = extendable_unit(op.b, i); u >= 0 && fits(op.a, op.b) && binary_post_ops(type, op.a, false, &post)) {
+          if (int u = extendable_unit(op.b, i);
+              u >= 0 && fits(op.a, op.b) && binary_post_ops(type, op.a, false, &post)) {
             extend(u, op, std::move(post));
             return Status();
           }

@@ -33,14 +33,26 @@ struct PostOp {
 };
 
 enum class UnitKind {
-  kConv, kDeconv, kMatMul, kGemm, kPool, kEltwise, kBinary, kSoftmax, kLayerNorm, kConcat, kResize, kReduce
+  kConv,
+  kDeconv,
+  kMatMul,
+  kGemm,
+  kPool,
+  kEltwise,
+  kBinary,
+  kSoftmax,
+  kLayerNorm,
+  kConcat,
+  kResize,
+  kReduce
 };
 
 struct Unit {
   UnitKind kind = UnitKind::kEltwise;
-  int node = -1;                // the anchor node: attributes and messages
-  std::vector<Operand> inputs;  // the anchor's inputs in its own order (omitted ones: value -1, no data)
-  EltwiseOp eltwise;            // kEltwise: the anchor function
+  int node = -1;  // the anchor node: attributes and messages
+  std::vector<Operand>
+      inputs;         // the anchor's inputs in its own order (omitted ones: value -1, no data)
+  EltwiseOp eltwise;  // kEltwise: the anchor function
   algorithm binary_alg = algorithm::binary_add;  // kBinary
   std::vector<PostOp> post_ops;
   int output = -1;     // the graph value the unit produces (after its post-ops)

@@ -16,9 +16,11 @@ Status reject(const Node& node, const std::string& why) {
 
 // Input i is present, float32, and of known rank.
 Status check_data_input(const Graph& g, const Node& node, size_t i, const char* name) {
-  if (i >= node.inputs.size() || node.inputs[i] == kNoValue) return reject(node, std::string("missing input ") + name);
+  if (i >= node.inputs.size() || node.inputs[i] == kNoValue)
+    return reject(node, std::string("missing input ") + name);
   const TensorType& t = g.value(node.inputs[i]).type;
-  if (t.dtype != DType::kFloat32) return reject(node, std::string(name) + " dtype " + dtype_name(t.dtype) + " (float32 only)");
+  if (t.dtype != DType::kFloat32)
+    return reject(node, std::string(name) + " dtype " + dtype_name(t.dtype) + " (float32 only)");
   if (!t.has_rank()) return reject(node, std::string(name) + " has unknown rank");
   if (t.is_static()) {
     for (int64_t d : t.static_dims())
@@ -35,20 +37,26 @@ Status check_outputs(const Graph& g, const Node& node, size_t max_used) {
     if (o >= max_used && (!g.value(v).consumers.empty() || g.value(v).is_graph_output)) {
       return reject(node, "output " + std::to_string(o) + " is not supported");
     }
-    if (o < max_used && g.value(v).type.dtype != DType::kFloat32) return reject(node, "output dtype must be float32");
+    if (o < max_used && g.value(v).type.dtype != DType::kFloat32)
+      return reject(node, "output dtype must be float32");
   }
   return Status();
 }
 
-bool present(const Node& node, size_t i) { return i < node.inputs.size() && node.inputs[i] != kNoValue; }
+bool present(const Node& node, size_t i) {
+  return i < node.inputs.size() && node.inputs[i] != kNoValue;
+}
 
-int known_rank(const Graph& g, const Node& node, size_t i) { return g.value(node.inputs[i]).type.rank(); }
+int known_rank(const Graph& g, const Node& node, size_t i) {
+  return g.value(node.inputs[i]).type.rank();
+}
 
 Status check_conv(const Graph& g, const Node& node) {
   TESSERA_RETURN_IF_ERROR(check_data_input(g, node, 0, "X"));
   TESSERA_RETURN_IF_ERROR(check_data_input(g, node, 1, "W"));
   const int rank = known_rank(g, node, 0);
-  if (rank < 3 || rank > 5) return reject(node, "input rank " + std::to_string(rank) + " (1-3 spatial dims)");
+  if (rank < 3 || rank > 5)
+    return reject(node, "input rank " + std::to_string(rank) + " (1-3 spatial dims)");
   if (known_rank(g, node, 1) != rank) return reject(node, "W rank differs from X rank");
   if (present(node, 2)) {
     TESSERA_RETURN_IF_ERROR(check_data_input(g, node, 2, "B"));
@@ -80,10 +88,12 @@ Status check_conv(const Graph& g, const Node& node) {
   for (size_t i = 0; i < in.size(); ++i) {
     // oneDNN's deconvolution has no output_padding: it becomes less right padding, which must
     // stay >= 0; negative left padding (output_shape larger than the full extent) neither.
-    const int64_t full = geo->strides[i] * (in[i] - 1) + (geo->kernel[i] - 1) * geo->dilations[i] + 1;
+    const int64_t full =
+        geo->strides[i] * (in[i] - 1) + (geo->kernel[i] - 1) * geo->dilations[i] + 1;
     const int64_t right = full - geo->out[i] - geo->pads_begin[i];
     if (geo->pads_begin[i] < 0 || right < 0) {
-      return reject(node, "output_padding / output_shape beyond the padding (oneDNN has no output padding)");
+      return reject(
+          node, "output_padding / output_shape beyond the padding (oneDNN has no output padding)");
     }
     if (geo->out[i] <= 0) return reject(node, "empty output");
   }
@@ -96,13 +106,17 @@ Status check_conv_transpose(const Graph& g, const Node& node) {
   const bool static_shapes = x.is_static() && g.value(node.inputs[1]).type.is_static();
   TESSERA_ASSIGN_OR_RETURN(nn::AutoPad ap, nn::parse_auto_pad(node));
   if (!static_shapes) {
-    if (node.has_attr("output_shape") || ap == nn::AutoPad::kSameUpper || ap == nn::AutoPad::kSameLower) {
+    if (node.has_attr("output_shape") || ap == nn::AutoPad::kSameUpper ||
+        ap == nn::AutoPad::kSameLower) {
       return reject(node, "output_shape / SAME padding needs static shapes");
     }
     Dims pads = node.attr_ints("pads"), out_pad = node.attr_ints("output_padding");
     for (size_t i = 0; i < out_pad.size(); ++i) {
-      int64_t end = ap == nn::AutoPad::kValid || pads.size() != 2 * out_pad.size() ? 0 : pads[out_pad.size() + i];
-      if (out_pad[i] > end) return reject(node, "output_padding beyond the padding (oneDNN has no output padding)");
+      int64_t end = ap == nn::AutoPad::kValid || pads.size() != 2 * out_pad.size()
+                        ? 0
+                        : pads[out_pad.size() + i];
+      if (out_pad[i] > end)
+        return reject(node, "output_padding beyond the padding (oneDNN has no output padding)");
     }
   }
   return Status();
@@ -122,12 +136,14 @@ Status check_gemm(const Graph& g, const Node& node) {
   TESSERA_RETURN_IF_ERROR(check_data_input(g, node, 0, "A"));
   TESSERA_RETURN_IF_ERROR(check_data_input(g, node, 1, "B"));
   if (node.opset < 7) return reject(node, "opset < 7 (legacy broadcast attribute)");
-  if (known_rank(g, node, 0) != 2 || known_rank(g, node, 1) != 2) return reject(node, "A and B must be 2-D");
+  if (known_rank(g, node, 0) != 2 || known_rank(g, node, 1) != 2)
+    return reject(node, "A and B must be 2-D");
   if (present(node, 2)) {
     TESSERA_RETURN_IF_ERROR(check_data_input(g, node, 2, "C"));
     if (known_rank(g, node, 2) > 2) return reject(node, "C rank > 2");
     const float beta = node.attr_float("beta", 1.0f);
-    if (beta != 1.0f && !g.value(node.inputs[2]).constant) return reject(node, "beta != 1 with a non-constant C");
+    if (beta != 1.0f && !g.value(node.inputs[2]).constant)
+      return reject(node, "beta != 1 with a non-constant C");
   }
   return Status();
 }
@@ -135,9 +151,11 @@ Status check_gemm(const Graph& g, const Node& node) {
 Status check_pool(const Graph& g, const Node& node) {
   TESSERA_RETURN_IF_ERROR(check_data_input(g, node, 0, "X"));
   const int rank = known_rank(g, node, 0);
-  if (rank < 3 || rank > 5) return reject(node, "input rank " + std::to_string(rank) + " (1-3 spatial dims)");
+  if (rank < 3 || rank > 5)
+    return reject(node, "input rank " + std::to_string(rank) + " (1-3 spatial dims)");
   if (node.op_type == "GlobalAveragePool" || node.op_type == "GlobalMaxPool") return Status();
-  if (node.attr_ints("kernel_shape").size() != static_cast<size_t>(rank - 2)) return reject(node, "bad kernel_shape");
+  if (node.attr_ints("kernel_shape").size() != static_cast<size_t>(rank - 2))
+    return reject(node, "bad kernel_shape");
   TESSERA_ASSIGN_OR_RETURN(nn::AutoPad ap, nn::parse_auto_pad(node));
   (void)ap;
   const bool ceil_mode = node.attr_int("ceil_mode", 0) != 0;
@@ -147,10 +165,12 @@ Status check_pool(const Graph& g, const Node& node) {
     const TensorType& x = g.value(node.inputs[0]).type;
     if (!x.is_static()) return reject(node, "count_include_pad with ceil_mode needs static shapes");
     Dims xd = x.static_dims();
-    auto geo = nn::forward_window(node, Dims(xd.begin() + 2, xd.end()), node.attr_ints("kernel_shape"), true);
+    auto geo = nn::forward_window(node, Dims(xd.begin() + 2, xd.end()),
+                                  node.attr_ints("kernel_shape"), true);
     if (!geo.ok()) return reject(node, geo.status().message());
     for (size_t i = 0; i < geo->out.size(); ++i) {
-      const int64_t last_end = (geo->out[i] - 1) * geo->strides[i] + (geo->kernel[i] - 1) * geo->dilations[i] + 1;
+      const int64_t last_end =
+          (geo->out[i] - 1) * geo->strides[i] + (geo->kernel[i] - 1) * geo->dilations[i] + 1;
       if (last_end > xd[i + 2] + geo->pads_begin[i] + geo->pads_end[i]) {
         return reject(node, "count_include_pad with a ceil_mode window beyond the padding");
       }
@@ -166,7 +186,8 @@ Status check_batch_norm(const Graph& g, const Node& node) {
   if (node.opset < 9 && node.attr_int("spatial", 1) == 0) return reject(node, "spatial=0");
   for (size_t i = 1; i <= 4; ++i) {
     const Tensor* t = float_constant(g, present(node, i) ? node.inputs[i] : -1);
-    if (!t || t->rank() != 1) return reject(node, "scale, B, mean and var must be 1-D float32 constants");
+    if (!t || t->rank() != 1)
+      return reject(node, "scale, B, mean and var must be 1-D float32 constants");
   }
   return Status();
 }
@@ -181,7 +202,8 @@ Status check_binary(const Graph& g, const Node& node) {
   if (node.inputs.size() != 2) return reject(node, "exactly two inputs");
   TESSERA_RETURN_IF_ERROR(check_data_input(g, node, 0, "A"));
   TESSERA_RETURN_IF_ERROR(check_data_input(g, node, 1, "B"));
-  if (node.opset < 7 && node.attr_int("broadcast", 0) != 0) return reject(node, "legacy broadcast attribute");
+  if (node.opset < 7 && node.attr_int("broadcast", 0) != 0)
+    return reject(node, "legacy broadcast attribute");
   return Status();
 }
 
@@ -189,7 +211,8 @@ Status check_softmax(const Graph& g, const Node& node) {
   TESSERA_RETURN_IF_ERROR(check_data_input(g, node, 0, "X"));
   const int rank = known_rank(g, node, 0);
   const int64_t axis = node.attr_int("axis", node.opset >= 13 ? -1 : 1);
-  if (axis < -rank || axis > (node.opset >= 13 ? rank - 1 : rank) || rank == 0) return reject(node, "bad axis");
+  if (axis < -rank || axis > (node.opset >= 13 ? rank - 1 : rank) || rank == 0)
+    return reject(node, "bad axis");
   return Status();
 }
 
@@ -206,7 +229,8 @@ Status check_layer_norm(const Graph& g, const Node& node) {
     TESSERA_RETURN_IF_ERROR(check_data_input(g, node, i, i == 1 ? "Scale" : "B"));
     const Value& v = g.value(node.inputs[i]);
     // A constant may broadcast (it is expanded once); a runtime one must have the full shape.
-    if (!v.constant && v.type.rank() != norm_rank) return reject(node, "a runtime Scale/B must not broadcast");
+    if (!v.constant && v.type.rank() != norm_rank)
+      return reject(node, "a runtime Scale/B must not broadcast");
   }
   return Status();
 }
@@ -236,7 +260,8 @@ Status check_resize(const Graph& g, const Node& node) {
     return reject(node, "sizes with dynamic input shape");
   } else {
     for (size_t d = 2; d < spec.scales.size(); ++d) {
-      if (spec.scales[d] != std::floor(spec.scales[d])) return reject(node, "non-integer scale with dynamic input shape");
+      if (spec.scales[d] != std::floor(spec.scales[d]))
+        return reject(node, "non-integer scale with dynamic input shape");
     }
   }
   return Status();
@@ -259,10 +284,12 @@ const std::map<std::string, CheckFn>& checks() {
     t["ConvTranspose"] = check_conv_transpose;
     t["MatMul"] = check_matmul;
     t["Gemm"] = check_gemm;
-    for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"}) t[op] = check_pool;
+    for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
+      t[op] = check_pool;
     t["BatchNormalization"] = check_batch_norm;
-    for (const char* op : {"Relu", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh", "Elu", "Exp",
-                           "Log", "Sqrt", "Abs", "Neg", "Softplus", "Round", "Pow"}) {
+    for (const char* op :
+         {"Relu", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh", "Elu", "Exp",
+          "Log", "Sqrt", "Abs", "Neg", "Softplus", "Round", "Pow"}) {
       t[op] = check_activation;
     }
     for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min"}) t[op] = check_binary;
@@ -270,7 +297,8 @@ const std::map<std::string, CheckFn>& checks() {
     t["LayerNormalization"] = check_layer_norm;
     t["Concat"] = check_concat;
     t["Resize"] = check_resize;
-    for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"}) t[op] = check_reduce;
+    for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"})
+      t[op] = check_reduce;
     return t;
   }();
   return table;
@@ -280,16 +308,19 @@ const std::map<std::string, CheckFn>& checks() {
 
 Status node_support(const Graph& g, int n) {
   const Node& node = g.node(n);
-  if (!node.domain.empty()) return unimplemented("op '" + node.domain + "." + node.op_type + "' is not supported");
+  if (!node.domain.empty())
+    return unimplemented("op '" + node.domain + "." + node.op_type + "' is not supported");
   auto it = checks().find(node.op_type);
-  if (it == checks().end()) return unimplemented("op '" + node.op_type + "' is not supported by onednn");
+  if (it == checks().end())
+    return unimplemented("op '" + node.op_type + "' is not supported by onednn");
   TESSERA_RETURN_IF_ERROR(check_outputs(g, node, 1));
   return it->second(g, node);
 }
 
 bool is_activation_op(const std::string& op) {
-  static const char* const kOps[] = {"Relu", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh", "Elu",
-                                     "Exp",  "Log",       "Sqrt", "Abs",         "Neg",       "Softplus", "Round", "Pow"};
+  static const char* const kOps[] = {
+      "Relu", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Sigmoid",  "Tanh",  "Elu",
+      "Exp",  "Log",       "Sqrt", "Abs",         "Neg",       "Softplus", "Round", "Pow"};
   for (const char* o : kOps)
     if (op == o) return true;
   return false;
@@ -316,8 +347,9 @@ Result<std::vector<EltwiseOp>> activation_ops(const Graph& g, const Node& node) 
   if (op == "HardSigmoid") {
     // max(0, min(1, alpha * x + beta)): oneDNN 2.6 has no hardsigmoid; linear then clip is the
     // same arithmetic.
-    return std::vector<EltwiseOp>{{algorithm::eltwise_linear, node.attr_float("alpha", 0.2f), node.attr_float("beta", 0.5f)},
-                                  {algorithm::eltwise_clip, 0.0f, 1.0f}};
+    return std::vector<EltwiseOp>{
+        {algorithm::eltwise_linear, node.attr_float("alpha", 0.2f), node.attr_float("beta", 0.5f)},
+        {algorithm::eltwise_clip, 0.0f, 1.0f}};
   }
   if (op == "Clip") {
     float lo = std::numeric_limits<float>::lowest(), hi = std::numeric_limits<float>::max();
@@ -328,7 +360,8 @@ Result<std::vector<EltwiseOp>> activation_ops(const Graph& g, const Node& node) 
       for (size_t i = 1; i <= 2; ++i) {
         if (!present(node, i)) continue;
         double v;
-        if (!constant_scalar(g, node.inputs[i], &v) || g.value(node.inputs[i]).constant->dtype() != DType::kFloat32) {
+        if (!constant_scalar(g, node.inputs[i], &v) ||
+            g.value(node.inputs[i]).constant->dtype() != DType::kFloat32) {
           return reject(node, "min/max must be float32 scalar constants");
         }
         (i == 1 ? lo : hi) = static_cast<float>(v);
@@ -367,16 +400,22 @@ Result<ResizeSpec> resize_spec(const Graph& g, const Node& node) {
   if (node.opset < 10) return reject(node, "opset < 10");
   ResizeSpec spec;
   const std::string mode = node.attr_string("mode", "nearest");
-  const std::string coord = node.opset >= 11 ? node.attr_string("coordinate_transformation_mode", "half_pixel") : "asymmetric";
-  const std::string nearest = node.opset >= 11 ? node.attr_string("nearest_mode", "round_prefer_floor") : "simple";
+  const std::string coord = node.opset >= 11
+                                ? node.attr_string("coordinate_transformation_mode", "half_pixel")
+                                : "asymmetric";
+  const std::string nearest =
+      node.opset >= 11 ? node.attr_string("nearest_mode", "round_prefer_floor") : "simple";
   if (mode == "nearest") {
     spec.alg = algorithm::resampling_nearest;
     // With integer upscales, oneDNN's nearest index floor((o + 0.5) / f) equals ONNX's index in
     // exactly these combinations (checked by hand: o = k*f + r, 0 <= r < f).
     const bool half = coord == "half_pixel" || coord == "pytorch_half_pixel";
     const bool ok = (half && (nearest == "round_prefer_floor" || nearest == "round_prefer_ceil")) ||
-                    ((coord == "asymmetric" || coord == "tf_half_pixel_for_nn") && (nearest == "floor" || nearest == "simple"));
-    if (!ok) return reject(node, "nearest with " + coord + " / " + nearest + " differs from oneDNN's rounding");
+                    ((coord == "asymmetric" || coord == "tf_half_pixel_for_nn") &&
+                     (nearest == "floor" || nearest == "simple"));
+    if (!ok)
+      return reject(node,
+                    "nearest with " + coord + " / " + nearest + " differs from oneDNN's rounding");
   } else if (mode == "linear") {
     spec.alg = algorithm::resampling_linear;
     if (coord != "half_pixel" && coord != "pytorch_half_pixel") {
@@ -397,11 +436,13 @@ Result<ResizeSpec> resize_spec(const Graph& g, const Node& node) {
   if (node.opset >= 11) {
     TESSERA_ASSIGN_OR_RETURN(sizes, read_const(3, "sizes"));
   }
-  if ((scales == nullptr) == (sizes == nullptr)) return reject(node, "exactly one of scales and sizes");
+  if ((scales == nullptr) == (sizes == nullptr))
+    return reject(node, "exactly one of scales and sizes");
   if (scales) {
     spec.scales = scales->to_double_vector();
     for (size_t d = 0; d < spec.scales.size(); ++d) {
-      if (!(spec.scales[d] > 0) || !std::isfinite(spec.scales[d])) return reject(node, "scales must be positive");
+      if (!(spec.scales[d] > 0) || !std::isfinite(spec.scales[d]))
+        return reject(node, "scales must be positive");
       if (d < 2 && spec.scales[d] != 1.0) return reject(node, "scaling batch or channels");
       if (spec.alg == algorithm::resampling_nearest && d >= 2 && spec.scales[d] < 1.0) {
         return reject(node, "nearest downscaling");
@@ -411,7 +452,8 @@ Result<ResizeSpec> resize_spec(const Graph& g, const Node& node) {
     spec.sizes = sizes->to_int64_vector();
   }
   const size_t rank = spec.scales.empty() ? spec.sizes.size() : spec.scales.size();
-  if (rank < 3 || rank > 5) return reject(node, "rank " + std::to_string(rank) + " (1-3 spatial dims)");
+  if (rank < 3 || rank > 5)
+    return reject(node, "rank " + std::to_string(rank) + " (1-3 spatial dims)");
   const int xr = g.value(node.inputs[0]).type.rank();
   if (xr != static_cast<int>(rank)) return reject(node, "scales/sizes do not match the input rank");
   return spec;
@@ -420,7 +462,8 @@ Result<ResizeSpec> resize_spec(const Graph& g, const Node& node) {
 Result<Dims> resize_output_dims(const ResizeSpec& spec, const Dims& in) {
   const bool sized = !spec.sizes.empty();
   const size_t rank = sized ? spec.sizes.size() : spec.scales.size();
-  if (in.size() != rank) return invalid_argument("Resize: scales/sizes do not match the input rank");
+  if (in.size() != rank)
+    return invalid_argument("Resize: scales/sizes do not match the input rank");
   Dims out(rank);
   for (size_t d = 0; d < rank; ++d) {
     double scale;
@@ -439,7 +482,8 @@ Result<Dims> resize_output_dims(const ResizeSpec& spec, const Dims& in) {
     // oneDNN uses the factor out/in; ONNX the given scale. They must agree exactly, and nearest
     // is only exact for integer upscales.
     if (static_cast<double>(out[d]) != static_cast<double>(in[d]) * scale) {
-      return unimplemented("Resize: scale " + std::to_string(scale) + " does not give an integral size");
+      return unimplemented("Resize: scale " + std::to_string(scale) +
+                           " does not give an integral size");
     }
     if (spec.alg == algorithm::resampling_nearest && (out[d] % in[d] != 0)) {
       return unimplemented("Resize: nearest with a non-integer factor");
@@ -450,12 +494,17 @@ Result<Dims> resize_output_dims(const ResizeSpec& spec, const Dims& in) {
 
 Result<ReduceSpec> reduce_spec(const Graph& g, const Node& node, int rank) {
   ReduceSpec spec;
-  if (node.op_type == "ReduceMean") spec.alg = algorithm::reduction_mean;
-  else if (node.op_type == "ReduceSum") spec.alg = algorithm::reduction_sum;
-  else if (node.op_type == "ReduceMax") spec.alg = algorithm::reduction_max;
-  else spec.alg = algorithm::reduction_min;
+  if (node.op_type == "ReduceMean")
+    spec.alg = algorithm::reduction_mean;
+  else if (node.op_type == "ReduceSum")
+    spec.alg = algorithm::reduction_sum;
+  else if (node.op_type == "ReduceMax")
+    spec.alg = algorithm::reduction_max;
+  else
+    spec.alg = algorithm::reduction_min;
   spec.keepdims = node.attr_int("keepdims", 1) != 0;
-  const bool axes_from_input = node.opset >= 18 || (node.op_type == "ReduceSum" && node.opset >= 13);
+  const bool axes_from_input =
+      node.opset >= 18 || (node.op_type == "ReduceSum" && node.opset >= 13);
   Dims axes;
   if (axes_from_input) {
     if (present(node, 1)) {
@@ -463,7 +512,8 @@ Result<ReduceSpec> reduce_spec(const Graph& g, const Node& node, int rank) {
       if (!v.constant) return reject(node, "axes must be a constant");
       axes = v.constant->to_int64_vector();
     }
-    if (axes.empty() && node.attr_int("noop_with_empty_axes", 0) != 0) return reject(node, "noop_with_empty_axes");
+    if (axes.empty() && node.attr_int("noop_with_empty_axes", 0) != 0)
+      return reject(node, "noop_with_empty_axes");
   } else {
     axes = node.attr_ints("axes");
   }
