@@ -9,6 +9,9 @@
 #include "backends/harness.h"
 #include "ops/op_registry.h"
 #include "runtime/executor.h"
+#if defined(TESSERA_WITH_XNNPACK)
+#include "backends/xnnpack/xnnpack_fusion.h"
+#endif
 
 namespace tessera {
 namespace {
@@ -181,6 +184,52 @@ TEST_F(XnnpackTest, PlainSubgraphMatchesReference) {
   int y = net.node("Relu", {net.node("Add", {m, net.weights({33})})});
   ASSERT_TRUE(net.finish({s, y}).ok());
   expect_matches_reference(net, 1e-5);
+}
+
+// PP-LCNetV3's layers (the OCR det and rec backbones): convolutions followed by BatchNormalization
+// and a learnable affine (Mul, Add by constants), then HardSwish written out as
+// x * Clip(x + 3, 0, 6) / 6. The affine tails fold into the weights, the HardSwish becomes one op.
+TEST_F(XnnpackTest, FoldsAffineTailsAndWrittenOutHardSwish) {
+  Net net(13);
+  int x = net.input({2, 6, 11, 14});
+  int c = net.conv(x, 6, 12, 3, 2);
+  int bn = net.node("BatchNormalization", {c, net.weights({12}), net.weights({12}), net.weights({12}),
+                                           net.constant(net.random({12}, 0.5f, 2.f))});
+  int a = net.node("Add", {net.node("Mul", {net.scalar(1.5f), bn}), net.weights({1, 12, 1, 1})});
+  int d = net.node("Div", {net.node("Sub", {net.scalar(0.25f), a}), net.scalar(2.f)});  // 0.25 - y negates
+  auto clip6 = [&](int v) { return net.node("Clip", {v, net.scalar(0.f), net.scalar(6.f)}); };
+  int h = net.node("Div", {net.node("Mul", {clip6(net.node("Add", {d, net.scalar(3.f)})), d}), net.scalar(6.f)});
+  int c2 = net.conv(h, 12, 8, 1, 1);  // read twice by its HardSwish: no affine fold
+  int h2 = net.node("Mul", {net.node("Mul", {c2, clip6(net.node("Add", {net.scalar(3.f), c2}))}),
+                            net.scalar(1.f / 6.f)});
+  int c3 = net.conv(h2, 8, 8, 3, 1);  // read twice: no fold
+  int y = net.node("Add", {net.node("Mul", {c3, net.scalar(2.f)}), c3});
+  int f = net.node("Flatten", {net.node("GlobalAveragePool", {y})});
+  int mm = net.node("MatMul", {f, net.weights({8, 5})});
+  int z = net.node("Relu", {net.node("Add", {net.node("Mul", {mm, net.weights({5})}), net.weights({1, 5})})});
+  ASSERT_TRUE(net.finish({z, h}).ok());
+  expect_matches_reference(net, 1e-4);
+#if defined(TESSERA_WITH_XNNPACK)
+  const Graph& g = net.g;
+  auto producer = [&](int v) { return g.value(v).producer; };
+  SubGraph sg(g, NodeSet::all(g.num_nodes()));
+  xnnpack::FusionPlan plan(sg);
+  // BN, Mul, Add, Sub and Div fold into the first conv.
+  ASSERT_NE(plan.affine(producer(c)), nullptr);
+  EXPECT_EQ(plan.final_value(producer(c)), d);
+  for (int v : {bn, a, d}) EXPECT_TRUE(plan.absorbed(producer(v)));
+  // Both written-out HardSwishes become one op each.
+  EXPECT_EQ(plan.hardswish_input(producer(h)), d);
+  EXPECT_EQ(plan.hardswish_input(producer(h2)), c2);
+  EXPECT_EQ(plan.affine(producer(c2)), nullptr);
+  // c3 is read twice; the MatMul takes its Mul and Add, and the Relu as its output range.
+  EXPECT_EQ(plan.affine(producer(c3)), nullptr);
+  EXPECT_FALSE(plan.absorbed(producer(y)));
+  EXPECT_NE(plan.affine(producer(mm)), nullptr);
+  EXPECT_TRUE(plan.absorbed(producer(z)));
+  EXPECT_EQ(plan.final_value(producer(mm)), z);
+  EXPECT_EQ(plan.range(producer(mm)).min, 0.f);
+#endif
 }
 
 TEST_F(XnnpackTest, GivesReasonsForWhatItCannotRun) {

@@ -41,7 +41,8 @@ Result<std::unique_ptr<Kernel>> XnnpackKernel::create(const SubGraph& sg, bool n
     const int v = is_input ? sg.inputs()[i] : sg.outputs()[i - sg.inputs().size()];
     Port p;
     p.dims = g.value(v).type.static_dims();
-    p.nhwc = emitter.is_nhwc(v);
+    // A 4-D value whose NHWC data is its NCHW data (C == 1 or H * W == 1) needs no transpose.
+    p.nhwc = emitter.is_nhwc(v) && !nhwc_is_plain(p.dims);
     for (int c : g.value(v).consumers) p.read_inside = p.read_inside || (!is_input && sg.nodes().contains(c));
     (is_input ? k->inputs_ : k->outputs_).push_back(std::move(p));
   }
@@ -83,7 +84,7 @@ Status XnnpackKernel::run(const std::vector<const Tensor*>& inputs, std::vector<
     void* data = const_cast<void*>(t->raw_data());  // XNNPACK only reads its inputs
     if (p.nhwc) {
       data = p.stage();
-      transpose_batched(t->data<float>(), p.stage(), p.dims[0], p.dims[1], p.dims[2] * p.dims[3], pool_);
+      transpose_batched(t->data<float>(), p.stage(), p.dims[0], p.dims[1], p.dims[2] * p.dims[3], pool_, false);
     } else if (t->storage()->capacity() < p.bytes() + XNN_EXTRA_BYTES) {
       data = p.stage();
       std::memcpy(data, t->raw_data(), p.bytes());
@@ -105,7 +106,7 @@ Status XnnpackKernel::run(const std::vector<const Tensor*>& inputs, std::vector<
   for (size_t o = 0; o < outputs_.size(); ++o) {
     Port& p = outputs_[o];
     if (p.nhwc) {
-      transpose_batched(p.stage(), outputs[o].data<float>(), p.dims[0], p.dims[2] * p.dims[3], p.dims[1], pool_);
+      transpose_batched(p.stage(), outputs[o].data<float>(), p.dims[0], p.dims[2] * p.dims[3], p.dims[1], pool_, true);
     } else if (!direct[o]) {
       std::memcpy(outputs[o].raw_data(), p.stage(), p.bytes());
     }

@@ -56,26 +56,37 @@ std::vector<float> bias_or_zeros(const NodeView& n, int i, int64_t size) {
   return b;
 }
 
+// Output channel m's weight factor from the affine tail folded into the node (1 when none).
+float scale_of(const Affine* a, int64_t m) { return a ? static_cast<float>(a->scale[m]) : 1.0f; }
+
+// The bias after the folded affine tail: b * scale + shift.
+std::vector<float> fold_bias(const Affine* a, std::vector<float> b) {
+  if (!a) return b;
+  for (size_t m = 0; m < b.size(); ++m) b[m] = static_cast<float>(b[m] * a->scale[m] + a->shift[m]);
+  return b;
+}
+
 Status emit_conv(Emitter& e, const Node& node) {
   NodeView n{e.graph(), node};
   TESSERA_ASSIGN_OR_RETURN(ConvShape s, conv_shape(n));
   const float* w = n.constant(1)->data<float>();
+  const Affine* a = e.affine(node);
   const int64_t khw = s.kh * s.kw, cg = s.c / s.group;
   const bool depthwise = s.group == s.c && s.group > 1;
   std::vector<float> f(static_cast<size_t>(s.m * khw * cg));
   std::vector<size_t> fdims;
   if (depthwise) {  // [M, 1, KH, KW] -> [1, KH, KW, M]
     for (int64_t m = 0; m < s.m; ++m)
-      for (int64_t k = 0; k < khw; ++k) f[k * s.m + m] = w[m * khw + k];
+      for (int64_t k = 0; k < khw; ++k) f[k * s.m + m] = w[m * khw + k] * scale_of(a, m);
     fdims = {1, size_t(s.kh), size_t(s.kw), size_t(s.m)};
   } else {  // [M, C/g, KH, KW] -> [M, KH, KW, C/g]
     for (int64_t m = 0; m < s.m; ++m)
       for (int64_t ic = 0; ic < cg; ++ic)
-        for (int64_t k = 0; k < khw; ++k) f[(m * khw + k) * cg + ic] = w[(m * cg + ic) * khw + k];
+        for (int64_t k = 0; k < khw; ++k) f[(m * khw + k) * cg + ic] = w[(m * cg + ic) * khw + k] * scale_of(a, m);
     fdims = {size_t(s.m), size_t(s.kh), size_t(s.kw), size_t(cg)};
   }
   TESSERA_ASSIGN_OR_RETURN(uint32_t filter, e.constant(fdims, f));
-  TESSERA_ASSIGN_OR_RETURN(uint32_t bias, e.constant({size_t(s.m)}, bias_or_zeros(n, 2, s.m)));
+  TESSERA_ASSIGN_OR_RETURN(uint32_t bias, e.constant({size_t(s.m)}, fold_bias(a, bias_or_zeros(n, 2, s.m))));
   TESSERA_ASSIGN_OR_RETURN(uint32_t x, e.value(node.inputs[0]));
   TESSERA_ASSIGN_OR_RETURN(uint32_t y, e.output(node));
   const Range r = e.range(node);
@@ -137,6 +148,7 @@ Status emit_deconv(Emitter& e, const Node& node) {
   NodeView n{e.graph(), node};
   TESSERA_ASSIGN_OR_RETURN(DeconvShape s, deconv_shape(n));
   const float* w = n.constant(1)->data<float>();
+  const Affine* a = e.affine(node);
   const int64_t khw = s.kh * s.kw, cig = s.c / s.group, cog = s.m / s.group;
   // [C, M/g, KH, KW] -> [g * M/g, KH, KW, C/g]
   std::vector<float> f(static_cast<size_t>(s.m * khw * cig));
@@ -144,9 +156,9 @@ Status emit_deconv(Emitter& e, const Node& node) {
     for (int64_t ic = 0; ic < cig; ++ic)
       for (int64_t oc = 0; oc < cog; ++oc)
         for (int64_t k = 0; k < khw; ++k)
-          f[((gi * cog + oc) * khw + k) * cig + ic] = w[((gi * cig + ic) * cog + oc) * khw + k];
+          f[((gi * cog + oc) * khw + k) * cig + ic] = w[((gi * cig + ic) * cog + oc) * khw + k] * scale_of(a, gi * cog + oc);
   TESSERA_ASSIGN_OR_RETURN(uint32_t filter, e.constant({size_t(s.m), size_t(s.kh), size_t(s.kw), size_t(cig)}, f));
-  TESSERA_ASSIGN_OR_RETURN(uint32_t bias, e.constant({size_t(s.m)}, bias_or_zeros(n, 2, s.m)));
+  TESSERA_ASSIGN_OR_RETURN(uint32_t bias, e.constant({size_t(s.m)}, fold_bias(a, bias_or_zeros(n, 2, s.m))));
   TESSERA_ASSIGN_OR_RETURN(uint32_t x, e.value(node.inputs[0]));
   TESSERA_ASSIGN_OR_RETURN(uint32_t y, e.output(node));
   const Range r = e.range(node);
@@ -194,12 +206,14 @@ Status emit_matmul(Emitter& e, const Node& node) {
   const std::vector<int64_t> bd = n.input_dims(1);
   const int64_t k = bd[0], nn_ = bd[1];
   const float* b = n.constant(1)->data<float>();
+  const Affine* a = e.affine(node);
   std::vector<float> w(static_cast<size_t>(k * nn_));  // [K, N] -> [N, K]
   for (int64_t i = 0; i < k; ++i)
-    for (int64_t j = 0; j < nn_; ++j) w[j * k + i] = b[i * nn_ + j];
+    for (int64_t j = 0; j < nn_; ++j) w[j * k + i] = b[i * nn_ + j] * scale_of(a, j);
   TESSERA_ASSIGN_OR_RETURN(uint32_t x, e.value(node.inputs[0]));
   TESSERA_ASSIGN_OR_RETURN(uint32_t y, e.output(node));
-  return emit_fully_connected(e, node, x, w, size_t(nn_), size_t(k), nullptr, y, e.range(node));
+  const std::vector<float> bias = fold_bias(a, std::vector<float>(static_cast<size_t>(nn_), 0.0f));
+  return emit_fully_connected(e, node, x, w, size_t(nn_), size_t(k), a ? &bias : nullptr, y, e.range(node));
 }
 
 // Gemm's C as a bias row (numel N laid out along the last axis, or a single value), if it is one.
@@ -234,18 +248,20 @@ Status emit_gemm(Emitter& e, const Node& node) {
   const int64_t k = trans_b ? bd[1] : bd[0], nn_ = trans_b ? bd[0] : bd[1];
   const float alpha = node.attr_float("alpha", 1.0f), beta = node.attr_float("beta", 1.0f);
   const float* b = n.constant(1)->data<float>();
+  const Affine* a = e.affine(node);  // only when C is absent or a row (see FusionPlan)
   std::vector<float> w(static_cast<size_t>(k * nn_));  // alpha * B^T as [N, K]
   for (int64_t j = 0; j < nn_; ++j)
-    for (int64_t i = 0; i < k; ++i) w[j * k + i] = alpha * (trans_b ? b[j * k + i] : b[i * nn_ + j]);
+    for (int64_t i = 0; i < k; ++i) w[j * k + i] = alpha * (trans_b ? b[j * k + i] : b[i * nn_ + j]) * scale_of(a, j);
   TESSERA_ASSIGN_OR_RETURN(uint32_t x, e.value(node.inputs[0]));
   TESSERA_ASSIGN_OR_RETURN(uint32_t y, e.output(node));
   const Tensor* c = n.constant(2);
   if (!n.has_input(2) || (c && c_is_row(*c, nn_))) {
-    std::vector<float> bias;
+    std::vector<float> bias(static_cast<size_t>(nn_), 0.0f);
     if (c) {
-      for (int64_t j = 0; j < nn_; ++j) bias.push_back(beta * c->data<float>()[c->numel() == 1 ? 0 : j]);
+      for (int64_t j = 0; j < nn_; ++j) bias[j] = beta * c->data<float>()[c->numel() == 1 ? 0 : j];
     }
-    return emit_fully_connected(e, node, x, w, size_t(nn_), size_t(k), c ? &bias : nullptr, y, e.range(node));
+    bias = fold_bias(a, std::move(bias));
+    return emit_fully_connected(e, node, x, w, size_t(nn_), size_t(k), c || a ? &bias : nullptr, y, e.range(node));
   }
   // A C that is not a row: the product, then C added with broadcasting.
   std::vector<int64_t> yd = n.output_dims();
