@@ -188,7 +188,8 @@ TEST_F(XnnpackTest, PlainSubgraphMatchesReference) {
 
 // PP-LCNetV3's layers (the OCR det and rec backbones): convolutions followed by BatchNormalization
 // and a learnable affine (Mul, Add by constants), then HardSwish written out as
-// x * Clip(x + 3, 0, 6) / 6. The affine tails fold into the weights, the HardSwish becomes one op.
+// x * Clip(x + 3, 0, 6) / 6. The affine tails (and heads of unpadded convs) fold into the weights,
+// the HardSwish becomes one op.
 TEST_F(XnnpackTest, FoldsAffineTailsAndWrittenOutHardSwish) {
   Net net(13);
   int x = net.input({2, 6, 11, 14});
@@ -199,13 +200,15 @@ TEST_F(XnnpackTest, FoldsAffineTailsAndWrittenOutHardSwish) {
   int d = net.node("Div", {net.node("Sub", {net.scalar(0.25f), a}), net.scalar(2.f)});  // 0.25 - y negates
   auto clip6 = [&](int v) { return net.node("Clip", {v, net.scalar(0.f), net.scalar(6.f)}); };
   int h = net.node("Div", {net.node("Mul", {clip6(net.node("Add", {d, net.scalar(3.f)})), d}), net.scalar(6.f)});
-  int c2 = net.conv(h, 12, 8, 1, 1);  // read twice by its HardSwish: no affine fold
+  // An affine on the input of an unpadded conv folds into it too.
+  int c2 = net.conv(net.node("Add", {net.node("Mul", {h, net.scalar(0.8f)}), net.weights({1, 12, 1, 1})}), 12, 8, 1, 1);
   int h2 = net.node("Mul", {net.node("Mul", {c2, clip6(net.node("Add", {net.scalar(3.f), c2}))}),
                             net.scalar(1.f / 6.f)});
-  int c3 = net.conv(h2, 8, 8, 3, 1);  // read twice: no fold
+  int h3 = net.node("Mul", {h2, net.scalar(1.1f)});  // before a padded conv: stays
+  int c3 = net.conv(h3, 8, 8, 3, 1);                 // read twice: no fold
   int y = net.node("Add", {net.node("Mul", {c3, net.scalar(2.f)}), c3});
   int f = net.node("Flatten", {net.node("GlobalAveragePool", {y})});
-  int mm = net.node("MatMul", {f, net.weights({8, 5})});
+  int mm = net.node("MatMul", {net.node("Sub", {f, net.weights({8})}), net.weights({8, 5})});
   int z = net.node("Relu", {net.node("Add", {net.node("Mul", {mm, net.weights({5})}), net.weights({1, 5})})});
   ASSERT_TRUE(net.finish({z, h}).ok());
   expect_matches_reference(net, 1e-4);
@@ -221,11 +224,16 @@ TEST_F(XnnpackTest, FoldsAffineTailsAndWrittenOutHardSwish) {
   // Both written-out HardSwishes become one op each.
   EXPECT_EQ(plan.hardswish_input(producer(h)), d);
   EXPECT_EQ(plan.hardswish_input(producer(h2)), c2);
-  EXPECT_EQ(plan.affine(producer(c2)), nullptr);
+  EXPECT_EQ(plan.affine(producer(c2)), nullptr);  // read twice by its HardSwish
+  EXPECT_NE(plan.input_affine(producer(c2)), nullptr);
+  EXPECT_EQ(plan.input_value(producer(c2)), h);
+  EXPECT_FALSE(plan.absorbed(producer(h3)));
+  EXPECT_EQ(plan.input_affine(producer(c3)), nullptr);
   // c3 is read twice; the MatMul takes its Mul and Add, and the Relu as its output range.
   EXPECT_EQ(plan.affine(producer(c3)), nullptr);
   EXPECT_FALSE(plan.absorbed(producer(y)));
   EXPECT_NE(plan.affine(producer(mm)), nullptr);
+  EXPECT_NE(plan.input_affine(producer(mm)), nullptr);
   EXPECT_TRUE(plan.absorbed(producer(z)));
   EXPECT_EQ(plan.final_value(producer(mm)), z);
   EXPECT_EQ(plan.range(producer(mm)).min, 0.f);

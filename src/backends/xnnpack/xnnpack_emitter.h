@@ -55,6 +55,10 @@ class Emitter {
   Range range(const Node& n) const { return plan_.range(index_of(n)); }
   // The per-channel affine tail folded into node n's weights, or nullptr.
   const Affine* affine(const Node& n) const { return plan_.affine(index_of(n)); }
+  // The per-channel affine head folded into node n's input, or nullptr; node n then reads
+  // input_value(n) instead of its input 0.
+  const Affine* input_affine(const Node& n) const { return plan_.input_affine(index_of(n)); }
+  int input_value(const Node& n) const { return plan_.input_value(index_of(n)); }
   // Operand v of a broadcasting op whose output has rank out_rank, in that output's layout:
   // constants are expanded to out_rank and permuted at compile time; a lower-rank computed
   // operand of an NHWC output is reshaped (the checks allow only reshapes that keep the data).

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <optional>
 
+#include "ops/nn_geometry.h"
+
 namespace tessera::xnnpack {
 namespace {
 
@@ -88,6 +90,7 @@ std::optional<Affine> compose(const Graph& g, const Node& k, int v, const std::v
 FusionPlan::FusionPlan(const SubGraph& sg) : sg_(sg), g_(sg.graph()), absorbed_(sg.graph().num_nodes(), false) {
   plan_hardswish();
   plan_affine_tails();
+  plan_affine_heads();
   plan_clamps();
 }
 
@@ -104,6 +107,16 @@ Range FusionPlan::range(int n) const {
 const Affine* FusionPlan::affine(int n) const {
   auto it = affine_.find(n);
   return it == affine_.end() ? nullptr : &it->second;
+}
+
+const Affine* FusionPlan::input_affine(int n) const {
+  auto it = input_affine_.find(n);
+  return it == input_affine_.end() ? nullptr : &it->second;
+}
+
+int FusionPlan::input_value(int n) const {
+  auto it = input_value_.find(n);
+  return it == input_value_.end() ? g_.node(n).inputs[0] : it->second;
 }
 
 int FusionPlan::hardswish_input(int n) const {
@@ -203,6 +216,57 @@ void FusionPlan::plan_affine_tails() {
     if (!folded) continue;
     affine_[n] = std::move(a);
     final_value_[n] = v;
+  }
+}
+
+// Walks back from a Conv without padding (padding zeros would not go through the affine) or a
+// MatMul over affine ops on its input; each one's value must be read by nothing else.
+void FusionPlan::plan_affine_heads() {
+  for (int n : sg_.nodes()) {
+    if (absorbed_[n] || hardswish_.count(n)) continue;
+    const Node& node = g_.node(n);
+    const std::vector<int64_t> in = g_.value(node.inputs[0]).type.static_dims();
+    int axis = -1;
+    if (node.op_type == "MatMul") axis = static_cast<int>(in.size()) - 1;
+    if (node.op_type == "Conv" && in.size() == 4 && node.inputs.size() > 1) {
+      const std::vector<int64_t> w = g_.value(node.inputs[1]).type.static_dims();
+      auto geom = nn::forward_window(node, {in[2], in[3]}, {w[2], w[3]}, false);
+      auto zero = [](const std::vector<int64_t>& pads) {
+        return std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; });
+      };
+      if (geom.ok() && zero(geom->pads_begin) && zero(geom->pads_end)) axis = 1;
+    }
+    if (axis < 0) continue;
+    const size_t channels = static_cast<size_t>(in[axis]);
+    Affine a{std::vector<double>(channels, 1.0), std::vector<double>(channels, 0.0)};  // input = a(v)
+    int v = node.inputs[0];
+    bool folded = false;
+    while (single_internal_use(v)) {
+      const int p = g_.value(v).producer;
+      if (p < 0 || !sg_.nodes().contains(p) || absorbed_[p] || hardswish_.count(p)) break;
+      const Node& pn = g_.node(p);
+      if (pn.inputs.size() != 2) break;
+      const bool first_constant = g_.value(pn.inputs[0]).constant.has_value();
+      if (first_constant == g_.value(pn.inputs[1]).constant.has_value()) break;
+      const int u = first_constant ? pn.inputs[1] : pn.inputs[0];
+      Affine id{std::vector<double>(channels, 1.0), std::vector<double>(channels, 0.0)};
+      auto step = compose(g_, pn, u, in, axis, false, id);
+      if (!step) break;
+      Affine next = a;
+      for (size_t c = 0; c < channels; ++c) {  // a(step(u))
+        next.shift[c] += a.scale[c] * step->shift[c];
+        next.scale[c] *= step->scale[c];
+      }
+      if (!all_finite(next)) break;
+      a = std::move(next);
+      absorbed_[p] = true;
+      root_of_[p] = n;
+      v = u;
+      folded = true;
+    }
+    if (!folded) continue;
+    input_affine_[n] = std::move(a);
+    input_value_[n] = v;
   }
 }
 

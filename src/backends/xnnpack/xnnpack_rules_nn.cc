@@ -66,10 +66,31 @@ std::vector<float> fold_bias(const Affine* a, std::vector<float> b) {
   return b;
 }
 
+// Folds an affine head on a convolution's input into its OIHW weights and bias:
+// W (x * s + t) + b = (W s) x + (b + W t), channel by channel.
+void fold_input_affine(const Affine& in, const ConvShape& s, std::vector<float>& w, std::vector<float>& b) {
+  const int64_t khw = s.kh * s.kw, cg = s.c / s.group, mg = s.m / s.group;
+  for (int64_t m = 0; m < s.m; ++m) {
+    double acc = 0;
+    for (int64_t ic = 0; ic < cg; ++ic) {
+      const int64_t c = (m / mg) * cg + ic;
+      for (int64_t k = 0; k < khw; ++k) {
+        float& x = w[(m * cg + ic) * khw + k];
+        acc += x * in.shift[c];
+        x = static_cast<float>(x * in.scale[c]);
+      }
+    }
+    b[m] = static_cast<float>(b[m] + acc);
+  }
+}
+
 Status emit_conv(Emitter& e, const Node& node) {
   NodeView n{e.graph(), node};
   TESSERA_ASSIGN_OR_RETURN(ConvShape s, conv_shape(n));
-  const float* w = n.constant(1)->data<float>();
+  std::vector<float> weights(n.constant(1)->data<float>(), n.constant(1)->data<float>() + n.constant(1)->numel());
+  std::vector<float> bias0 = bias_or_zeros(n, 2, s.m);
+  if (const Affine* in = e.input_affine(node)) fold_input_affine(*in, s, weights, bias0);
+  const float* w = weights.data();
   const Affine* a = e.affine(node);
   const int64_t khw = s.kh * s.kw, cg = s.c / s.group;
   const bool depthwise = s.group == s.c && s.group > 1;
@@ -86,8 +107,8 @@ Status emit_conv(Emitter& e, const Node& node) {
     fdims = {size_t(s.m), size_t(s.kh), size_t(s.kw), size_t(cg)};
   }
   TESSERA_ASSIGN_OR_RETURN(uint32_t filter, e.constant(fdims, f));
-  TESSERA_ASSIGN_OR_RETURN(uint32_t bias, e.constant({size_t(s.m)}, fold_bias(a, bias_or_zeros(n, 2, s.m))));
-  TESSERA_ASSIGN_OR_RETURN(uint32_t x, e.value(node.inputs[0]));
+  TESSERA_ASSIGN_OR_RETURN(uint32_t bias, e.constant({size_t(s.m)}, fold_bias(a, bias0)));
+  TESSERA_ASSIGN_OR_RETURN(uint32_t x, e.value(e.input_value(node)));
   TESSERA_ASSIGN_OR_RETURN(uint32_t y, e.output(node));
   const Range r = e.range(node);
   const auto& g = s.geom;
@@ -207,13 +228,20 @@ Status emit_matmul(Emitter& e, const Node& node) {
   const int64_t k = bd[0], nn_ = bd[1];
   const float* b = n.constant(1)->data<float>();
   const Affine* a = e.affine(node);
+  const Affine* in = e.input_affine(node);  // x = u * s + t: B^T (u s + t) = (B^T s) u + B^T t
   std::vector<float> w(static_cast<size_t>(k * nn_));  // [K, N] -> [N, K]
-  for (int64_t i = 0; i < k; ++i)
-    for (int64_t j = 0; j < nn_; ++j) w[j * k + i] = b[i * nn_ + j] * scale_of(a, j);
-  TESSERA_ASSIGN_OR_RETURN(uint32_t x, e.value(node.inputs[0]));
+  std::vector<double> head(static_cast<size_t>(nn_), 0.0);
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t j = 0; j < nn_; ++j) {
+      const double bij = b[i * nn_ + j];
+      w[j * k + i] = static_cast<float>(bij * (in ? in->scale[i] : 1.0) * scale_of(a, j));
+      if (in) head[j] += bij * in->shift[i];
+    }
+  }
+  TESSERA_ASSIGN_OR_RETURN(uint32_t x, e.value(e.input_value(node)));
   TESSERA_ASSIGN_OR_RETURN(uint32_t y, e.output(node));
-  const std::vector<float> bias = fold_bias(a, std::vector<float>(static_cast<size_t>(nn_), 0.0f));
-  return emit_fully_connected(e, node, x, w, size_t(nn_), size_t(k), a ? &bias : nullptr, y, e.range(node));
+  const std::vector<float> bias = fold_bias(a, std::vector<float>(head.begin(), head.end()));
+  return emit_fully_connected(e, node, x, w, size_t(nn_), size_t(k), a || in ? &bias : nullptr, y, e.range(node));
 }
 
 // Gemm's C as a bias row (numel N laid out along the last axis, or a single value), if it is one.
