@@ -1,24 +1,91 @@
-// Placeholder: the blas backend claims nothing yet.
+// OpenBLAS (through CBLAS) as a Backend: MatMul (batched, broadcast batch dims), Gemm (transA,
+// transB, alpha, beta, C broadcast), Conv by im2col + sgemm. One node per kernel; every call runs
+// with the session's thread count (openblas_set_num_threads before each call).
+#include <cblas.h>
+
+#include <cstring>
+
 #include "backends/backend.h"
+#include "backends/blas/blas_kernels.h"
 
 namespace tessera {
+namespace blas {
+
+Result<Operand> operand_of(const SubGraph& sg, int v) {
+  Operand o;
+  const Value& val = sg.graph().value(v);
+  if (!val.type.is_static()) return unimplemented("dynamic shape");
+  o.dims = val.type.static_dims();
+  if (val.constant) {
+    o.constant = &*val.constant;
+    return o;
+  }
+  for (size_t i = 0; i < sg.inputs().size(); ++i)
+    if (sg.inputs()[i] == v) o.slot = static_cast<int>(i);
+  if (o.slot < 0)
+    return internal_error("value '" + val.name + "' is neither an input nor a constant");
+  return o;
+}
+
+Result<const float*> data_of(const Operand& o, const std::vector<const Tensor*>& inputs) {
+  const Tensor* t = o.constant
+                        ? o.constant
+                        : (o.slot < static_cast<int>(inputs.size()) ? inputs[o.slot] : nullptr);
+  if (!t || t->dtype() != DType::kFloat32 || t->dims() != o.dims) {
+    return invalid_argument("input " + (t ? t->describe() : std::string("missing")) +
+                            " differs from the compiled float32[" + dims_to_string(o.dims) + "]");
+  }
+  return t->data<float>();
+}
+
+Status check_float_value(const Graph& g, int v) {
+  if (v == kNoValue) return invalid_argument("missing input");
+  const Value& val = g.value(v);
+  if (!val.type.is_static()) return unimplemented("dynamic shape");
+  if (val.type.dtype != DType::kFloat32)
+    return unimplemented(std::string("dtype ") + dtype_name(val.type.dtype));
+  if (shape_numel(val.type.static_dims()) == 0) return unimplemented("empty tensor");
+  return Status();
+}
+
 namespace {
+
 class BlasBackend final : public Backend {
  public:
   std::string name() const override { return "blas"; }
-  std::string version() const override { return "not yet"; }
-  Status available() const override { return unimplemented("not written yet"); }
+  std::string version() const override {
+    const char* config = openblas_get_config();  // "OpenBLAS 0.3.21 DYNAMIC_ARCH ... Haswell ..."
+    return config ? config : "OpenBLAS";
+  }
+  Status available() const override { return Status(); }  // linked in: present when this runs
   FusionStyle fusion_style() const override { return FusionStyle::kNone; }
-  Status supports(const Graph&, int) const override { return unimplemented("not written yet"); }
-  std::vector<std::string> claimed_patterns() const override { return {}; }
-  Result<std::unique_ptr<Kernel>> compile(const SubGraph&, const CompileOptions&) const override {
-    return unimplemented("not written yet");
+
+  Status supports(const Graph& g, int n) const override {
+    const Node& node = g.node(n);
+    if (!node.domain.empty()) return unimplemented("domain '" + node.domain + "'");
+    if (node.op_type == "MatMul" || node.op_type == "Gemm") return check_matmul_node(g, n);
+    if (node.op_type == "Conv") return check_conv_node(g, n);
+    return unimplemented("blas runs MatMul, Gemm and Conv only");
+  }
+
+  std::vector<std::string> claimed_patterns() const override { return {"MatMul", "Gemm", "Conv"}; }
+
+  Result<std::unique_ptr<Kernel>> compile(const SubGraph& sg,
+                                          const CompileOptions& opts) const override {
+    TESSERA_RETURN_IF_ERROR(accepts(sg));
+    const int n = sg.nodes().first();
+    TESSERA_RETURN_IF_ERROR(supports(sg.graph(), n));
+    const int threads = opts.threads < 1 ? 1 : opts.threads;
+    if (sg.graph().node(n).op_type == "Conv") return compile_conv(sg, threads);
+    return compile_matmul(sg, threads);
   }
 };
+
 }  // namespace
+}  // namespace blas
 
 const Backend& blas_backend() {
-  static const BlasBackend b;
+  static const blas::BlasBackend b;
   return b;
 }
 

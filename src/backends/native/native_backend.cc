@@ -1,20 +1,105 @@
-// Placeholder: the native backend claims nothing yet.
+// tessera's own kernels as a Backend: fused elementwise / broadcast chains (one pass over
+// memory), reductions, Softmax, LayerNormalization, and SGEMM for MatMul / Gemm with an
+// elementwise tail. Vector code for AVX-512 or AVX2 is chosen at run time (see isa.h).
 #include "backends/backend.h"
+#include "backends/native/eltwise_compile.h"
+#include "backends/native/gemm_kernels.h"
+#include "backends/native/isa.h"
+#include "backends/native/native_compile.h"
+#include "backends/native/row_kernels.h"
 
 namespace tessera {
+namespace native {
+
+Status native_supports(const Graph& g, int n) {
+  const std::string& op = g.node(n).op_type;
+  if (!g.node(n).domain.empty()) return unimplemented("domain '" + g.node(n).domain + "'");
+  if (is_eltwise_op(op)) return check_eltwise_node(g, n);
+  if (is_row_op(op)) return check_row_node(g, n);
+  if (is_gemm_op(op)) return check_gemm_node(g, n);
+  return unimplemented("native has no kernel for " + op);
+}
+
+Status native_accepts(const SubGraph& sg) {
+  const Graph& g = sg.graph();
+  if (sg.size() == 1) return native_supports(g, sg.nodes().first());
+  bool has_gemm = false;
+  for (int n : sg.nodes()) {
+    const std::string& op = g.node(n).op_type;
+    if (is_gemm_op(op)) {
+      has_gemm = true;
+    } else if (!is_eltwise_op(op)) {
+      return unimplemented(op + " runs alone on native");
+    }
+  }
+  if (has_gemm) return check_gemm_group(sg);
+  const int first = sg.nodes().first();
+  TESSERA_RETURN_IF_ERROR(check_eltwise_node(g, first));
+  const auto dims = g.value(g.node(first).outputs[0]).type.static_dims();
+  for (int n : sg.nodes()) {
+    TESSERA_RETURN_IF_ERROR(check_eltwise_node(g, n));
+    if (g.value(g.node(n).outputs[0]).type.static_dims() != dims) {
+      return unimplemented("an elementwise group has one output shape");
+    }
+  }
+  if (sg.size() + static_cast<int>(sg.inputs().size() + sg.constants().size()) > 200) {
+    return unimplemented("elementwise group too large");
+  }
+  return Status();
+}
+
+Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKernels& isa) {
+  TESSERA_RETURN_IF_ERROR(native_accepts(sg));
+  const Graph& g = sg.graph();
+  for (int n : sg.nodes()) {
+    if (is_gemm_op(g.node(n).op_type)) return compile_gemm_kernel(sg, isa);
+  }
+  if (sg.size() == 1 && is_row_op(g.node(sg.nodes().first()).op_type))
+    return compile_row_kernel(sg, isa);
+  return compile_eltwise_kernel(sg, isa);
+}
+
+}  // namespace native
+
 namespace {
+
+// Chains the harness builds and this backend runs as one kernel (besides every single op).
+const char* const kFusedChains[] = {
+    "Add+Relu",      "Mul+Add",         "Mul+Add+Relu",     "Add+Clip",       "Add+Clip+Mul+Div",
+    "Sigmoid+Mul",   "HardSigmoid+Mul", "Sub+Mul",          "Sub+Pow",        "Div+Erf+Add+Mul",
+    "Add+Sqrt+Div",  "Exp+Log",         "Tanh+Mul",         "Neg+Exp+Add",    "Max+Min",
+    "LeakyRelu+Mul", "MatMul+Add",      "MatMul+Add+Relu",  "MatMul+Add+Add", "MatMul+Mul",
+    "Gemm+Relu",     "Gemm+HardSwish",  "Gemm+Add+Sigmoid",
+};
+
 class NativeBackend final : public Backend {
  public:
   std::string name() const override { return "native"; }
-  std::string version() const override { return "not yet"; }
-  Status available() const override { return unimplemented("not written yet"); }
-  FusionStyle fusion_style() const override { return FusionStyle::kNone; }
-  Status supports(const Graph&, int) const override { return unimplemented("not written yet"); }
-  std::vector<std::string> claimed_patterns() const override { return {}; }
-  Result<std::unique_ptr<Kernel>> compile(const SubGraph&, const CompileOptions&) const override {
-    return unimplemented("not written yet");
+  std::string version() const override {
+    return std::string("tessera native (") + native::isa_name(native::best_isa()) + ")";
+  }
+  Status available() const override { return Status(); }  // the scalar kernels run anywhere
+  FusionStyle fusion_style() const override { return FusionStyle::kTvmLike; }
+  Status supports(const Graph& g, int n) const override { return native::native_supports(g, n); }
+  Status accepts(const SubGraph& sg) const override { return native::native_accepts(sg); }
+
+  std::vector<std::string> claimed_patterns() const override {
+    std::vector<std::string> p = native::eltwise_op_types();
+    for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "Softmax", "LayerNormalization",
+                           "MatMul", "Gemm"}) {
+      p.push_back(op);
+    }
+    for (const char* chain : kFusedChains) p.push_back(chain);
+    return p;
+  }
+
+  // Kernels run on the session's pool (KernelRunContext::pool), sized to opts.threads already.
+  Result<std::unique_ptr<Kernel>> compile(const SubGraph& sg,
+                                          const CompileOptions&) const override {
+    return native::compile_native(sg, native::isa_kernels(native::best_isa()));
   }
 };
+
 }  // namespace
 
 const Backend& native_backend() {

@@ -1,0 +1,43 @@
+// From graph nodes to an EltwiseProgram, and the kernel that runs one over the session's pool.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/native/eltwise_program.h"
+#include "backends/native/isa.h"
+#include "backends/native/kernel_io.h"
+
+namespace tessera::native {
+
+// The elementwise ops the program runs (float32).
+const std::vector<std::string>& eltwise_op_types();
+bool is_eltwise_op(const std::string& op_type);
+// Whether node n (an elementwise op) can be part of a program: dtypes, static shapes, constant
+// Clip bounds, no legacy broadcasting. The reason when not.
+Status check_eltwise_node(const Graph& g, int n);
+
+// A compiled program and, per program input, the graph value it reads.
+struct EltwisePlan {
+  EltwiseProgram program;
+  std::vector<int> input_values;
+};
+
+// Compiles `nodes` (elementwise, in execution order, every output of shape out_dims) into a
+// program that stores `stored_values` (outputs of those nodes) in that order. Values the nodes
+// read from outside become program inputs, broadcast to out_dims.
+Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& nodes,
+                                    const std::vector<int>& stored_values,
+                                    const std::vector<int64_t>& out_dims);
+
+// Runs a program over output elements [begin, end) split over the pool (chunks of at least
+// 16K elements).
+void run_eltwise_parallel(const IsaKernels& isa, const EltwiseProgram& program,
+                          const EltwiseBuffers& buffers, int64_t begin, int64_t end,
+                          ThreadPool* pool);
+
+// A group of elementwise nodes with one output shape, as one kernel.
+Result<std::unique_ptr<Kernel>> compile_eltwise_kernel(const SubGraph& sg, const IsaKernels& isa);
+
+}  // namespace tessera::native

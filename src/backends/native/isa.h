@@ -1,0 +1,69 @@
+// The native backend's instruction sets and the table of kernels compiled for each.
+//
+// Every kernel that uses vector instructions exists once per ISA: isa_avx512.cc and isa_avx2.cc
+// compile the shared templates (simd_*.h) under `#pragma GCC target`, isa_scalar.cc for plain
+// C++. The build needs no global -march; best_isa() picks at run time what the CPU supports.
+// Nothing here depends on an ISA, so generic code (planning, threading) includes only this.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/native/eltwise_program.h"
+
+namespace tessera::native {
+
+enum class Isa { kScalar, kAvx2, kAvx512 };
+const char* isa_name(Isa isa);
+// Whether this CPU runs `isa` (AVX-512 needs F, DQ, BW and VL; AVX2 needs FMA too).
+bool cpu_supports(Isa isa);
+// The widest supported ISA; TESSERA_NATIVE_ISA=avx2|scalar caps it (for tests and comparisons).
+Isa best_isa();
+
+enum class ReduceKind { kSum, kMax };
+
+// One standalone math function for accuracy tests: y[i] = f(x[i]).
+enum class MathFn { kExp, kLog, kTanh, kSigmoid, kErf, kExpm1 };
+
+// The kernels for one ISA. Pointers to plain functions, so the caller needs no vector types.
+struct IsaKernels {
+  Isa isa;
+  int vector_width;  // floats per vector register
+
+  // Runs a compiled elementwise program over flattened output elements [begin, end).
+  // scratch: program.scratch_floats() floats, 64-byte aligned, private to the caller's thread.
+  void (*eltwise)(const EltwiseProgram& program, const EltwiseBuffers& buffers, int64_t begin,
+                  int64_t end, float* scratch);
+  void (*math)(MathFn fn, const float* x, float* y, int64_t n);
+
+  // y[r] = reduce(x[r * len .. r * len + len)) for r < rows.
+  void (*reduce_rows)(ReduceKind kind, const float* x, int64_t rows, int64_t len, float* y);
+  // y[i] = reduce over r < len of x[r * stride + i], for i < width.
+  void (*reduce_columns)(ReduceKind kind, const float* x, int64_t len, int64_t stride,
+                         int64_t width, float* y);
+  // Softmax of one contiguous row of len floats.
+  void (*softmax_row)(const float* x, int64_t len, float* y);
+  // Softmax down columns: for i < width, over x[r * stride + i], r < len; scratch: 2 * width.
+  void (*softmax_columns)(const float* x, int64_t len, int64_t stride, int64_t width, float* y,
+                          float* scratch);
+  // y = (x - mean) * inv_std * scale + bias over one row of n floats (bias may be null);
+  // stores the row's mean and 1/sqrt(var + eps).
+  void (*layer_norm_row)(const float* x, int64_t n, const float* scale, const float* bias,
+                         float eps, float* y, float* mean, float* inv_std);
+
+  // SGEMM micro-kernel geometry and kernels: C[m x n] (+)= Apanel * Bpanel, where Apanel holds kc
+  // columns of gemm_mr rows ([k][mr]) and Bpanel kc rows of gemm_nr columns ([k][nr]), m <=
+  // gemm_mr, n <= gemm_nr. gemm_micro[m - 1] is specialized for m rows.
+  int gemm_mr, gemm_nr;
+  using GemmMicroFn = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                               int n, bool accumulate);
+  GemmMicroFn gemm_micro[16];
+};
+
+// The kernels of `isa`, or the scalar ones when this CPU cannot run it.
+const IsaKernels& isa_kernels(Isa isa);
+// Direct accessors: avx2_kernels() / avx512_kernels() only where cpu_supports() says so.
+const IsaKernels& scalar_kernels();
+const IsaKernels& avx2_kernels();
+const IsaKernels& avx512_kernels();
+
+}  // namespace tessera::native

@@ -1,0 +1,46 @@
+// Small pieces every native kernel needs: where a value comes from at run time (a kernel input
+// or a constant), and aligned per-thread scratch.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace tessera::native {
+
+// A value a kernel reads: kernel input `slot`, or a constant; dims as compiled.
+struct ValueSource {
+  int slot = -1;
+  const Tensor* constant = nullptr;
+  std::vector<int64_t> dims;
+};
+
+Result<ValueSource> source_of(const SubGraph& sg, int v);
+// The float32 data of a source, checking dtype and dims against what was compiled.
+Result<const float*> resolve_float(const ValueSource& s, const std::vector<const Tensor*>& inputs);
+// For each SubGraph output: which output of `node` it is (-1 when another node produces it).
+std::vector<int> output_positions(const SubGraph& sg, const Node& node);
+
+// parallel_for on the pool, or inline without one.
+void parallel(ThreadPool* pool, int64_t n, int64_t grain,
+              const std::function<void(int64_t, int64_t)>& fn);
+inline int pool_threads(ThreadPool* pool) { return pool ? pool->num_threads() : 1; }
+
+// n floats, 64-byte aligned, uninitialized.
+class ScratchBuffer {
+ public:
+  explicit ScratchBuffer(int64_t n);
+  ~ScratchBuffer();
+  ScratchBuffer(ScratchBuffer&& o) noexcept : data_(o.data_) { o.data_ = nullptr; }
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  float* data() { return data_; }
+  const float* data() const { return data_; }
+
+ private:
+  float* data_;
+};
+
+}  // namespace tessera::native

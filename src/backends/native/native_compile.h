@@ -1,0 +1,17 @@
+// The native backend's grouping rule and compiler, for a given ISA (the backend uses the best
+// one; tests compile for each ISA this CPU runs).
+#pragma once
+
+#include "backends/backend.h"
+#include "backends/native/isa.h"
+
+namespace tessera::native {
+
+// supports() of one node.
+Status native_supports(const Graph& g, int n);
+// Single supported nodes; elementwise groups of one output shape; one MatMul / Gemm with an
+// elementwise tail of its output shape.
+Status native_accepts(const SubGraph& sg);
+Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKernels& isa);
+
+}  // namespace tessera::native

@@ -1,0 +1,15 @@
+// The native backend's single-node kernels over rows: ReduceSum / ReduceMean / ReduceMax (any
+// axes), Softmax (opset 13 axis and the older 2-D flattening), LayerNormalization.
+#pragma once
+
+#include "backends/backend.h"
+#include "backends/native/isa.h"
+
+namespace tessera::native {
+
+bool is_row_op(const std::string& op_type);
+// supports() for one of these nodes: float32, static shapes, constant axes.
+Status check_row_node(const Graph& g, int n);
+Result<std::unique_ptr<Kernel>> compile_row_kernel(const SubGraph& sg, const IsaKernels& isa);
+
+}  // namespace tessera::native

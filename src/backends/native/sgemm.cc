@@ -1,0 +1,171 @@
+#include "backends/native/sgemm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+namespace tessera::native {
+namespace {
+
+constexpr int64_t kKc =
+    256;  // k per packed block: an mr x kc A panel and a kc x nr B panel fit L1/L2
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+struct Blocking {
+  int mr, nr;
+  int64_t mc, nc;
+};
+Blocking blocking_for(const IsaKernels& isa) {
+  Blocking b{isa.gemm_mr, isa.gemm_nr, 0, 0};
+  b.mc = static_cast<int64_t>(b.mr) * std::max(1, 168 / b.mr);  // A block of mc x kc in L2
+  b.nc = std::max<int64_t>(b.nr, 512 / b.nr * b.nr);            // C block of mc x nc in L2
+  return b;
+}
+
+// Packs rows [m0, m0 + mc) x cols [k0, k0 + kc) of alpha * A into panels of mr rows ([k][mr]),
+// zero padded.
+void pack_a(const float* a, int64_t rs, int64_t cs, int64_t m0, int64_t mc, int64_t k0, int64_t kc,
+            int mr, float alpha, float* dst) {
+  for (int64_t p = 0; p < mc; p += mr) {
+    const int rows = static_cast<int>(std::min<int64_t>(mr, mc - p));
+    float* d = dst + p * kc;
+    if (cs == 1) {
+      for (int i = 0; i < rows; ++i) {
+        const float* src = a + (m0 + p + i) * rs + k0;
+        for (int64_t kk = 0; kk < kc; ++kk) d[kk * mr + i] = src[kk] * alpha;
+      }
+    } else {
+      for (int64_t kk = 0; kk < kc; ++kk) {
+        const float* src = a + (k0 + kk) * cs + (m0 + p) * rs;
+        for (int i = 0; i < rows; ++i) d[kk * mr + i] = src[i * rs] * alpha;
+      }
+    }
+    for (int i = rows; i < mr; ++i)
+      for (int64_t kk = 0; kk < kc; ++kk) d[kk * mr + i] = 0.0f;
+  }
+}
+
+// The thread grid over one problem's C: tm x tn slabs (tm * tn = want), the most balanced.
+std::pair<int64_t, int64_t> slab_grid(int64_t m, int64_t n, int mr, int nr, int64_t want) {
+  std::pair<int64_t, int64_t> best{1, 1};
+  int64_t best_area = -1;
+  const int64_t mp = ceil_div(m, mr), np = ceil_div(n, nr);
+  for (int64_t tm = 1; tm <= want; ++tm) {
+    if (want % tm != 0) continue;
+    const int64_t tn = want / tm;
+    if (tm > mp || tn > np) continue;
+    const int64_t area = ceil_div(mp, tm) * mr * ceil_div(np, tn) * nr;
+    if (best_area < 0 || area <= best_area) {
+      best = {tm, tn};
+      best_area = area;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+int64_t packed_b_floats(int64_t k, int64_t n, int nr) { return ceil_div(n, nr) * nr * k; }
+
+void pack_b(const float* b, int64_t rs, int64_t cs, int64_t k, int64_t n, int nr, float* dst) {
+  for (int64_t j0 = 0; j0 < n; j0 += nr) {
+    const int cols = static_cast<int>(std::min<int64_t>(nr, n - j0));
+    float* d = dst + j0 * k;  // panel j0 / nr starts at (j0 / nr) * k * nr
+    if (cs == 1) {
+      for (int64_t kk = 0; kk < k; ++kk) {
+        std::memcpy(d + kk * nr, b + kk * rs + j0, cols * sizeof(float));
+        std::fill(d + kk * nr + cols, d + (kk + 1) * nr, 0.0f);
+      }
+    } else {
+      for (int j = 0; j < cols; ++j) {
+        const float* src = b + (j0 + j) * cs;
+        for (int64_t kk = 0; kk < k; ++kk) d[kk * nr + j] = src[kk * rs];
+      }
+      for (int64_t kk = 0; kk < k; ++kk) std::fill(d + kk * nr + cols, d + (kk + 1) * nr, 0.0f);
+    }
+  }
+}
+
+void sgemm_batched(const IsaKernels& isa, const GemmShape& s,
+                   const std::vector<GemmOperands>& problems, const GemmHooks& hooks,
+                   ThreadPool* pool) {
+  const Blocking bl = blocking_for(isa);
+  const int64_t batches = static_cast<int64_t>(problems.size());
+  if (batches == 0 || s.m == 0 || s.n == 0) return;
+  const int threads = pool_threads(pool);
+  const int64_t want = batches >= threads ? 1 : threads / batches;
+  const auto [tm, tn] = slab_grid(s.m, s.n, bl.mr, bl.nr, want);
+  const int64_t slabs = tm * tn;
+  const int64_t b_floats = packed_b_floats(s.k, s.n, bl.nr);
+
+  // Activation B: packed here once per problem, shared by the slabs; or per task below when each
+  // task owns a whole problem.
+  const bool pack_per_task = !s.b_packed && slabs == 1;
+  std::vector<float*> b_panels(batches, nullptr);
+  std::unique_ptr<ScratchBuffer> shared_b;
+  if (s.b_packed) {
+    for (int64_t i = 0; i < batches; ++i) b_panels[i] = const_cast<float*>(problems[i].b);
+  } else if (!pack_per_task) {
+    shared_b = std::make_unique<ScratchBuffer>(b_floats * batches);
+    const int64_t panels = ceil_div(s.n, bl.nr);
+    parallel(pool, batches * panels, std::max<int64_t>(1, 16384 / (s.k * bl.nr)),
+             [&](int64_t t0, int64_t t1) {
+               for (int64_t t = t0; t < t1; ++t) {
+                 const int64_t i = t / panels, j0 = (t % panels) * bl.nr;
+                 pack_b(problems[i].b + j0 * s.b_cs, s.b_rs, s.b_cs, s.k,
+                        std::min<int64_t>(bl.nr, s.n - j0), bl.nr,
+                        shared_b->data() + i * b_floats + j0 * s.k);
+               }
+             });
+    for (int64_t i = 0; i < batches; ++i) b_panels[i] = shared_b->data() + i * b_floats;
+  }
+
+  const int64_t m_panels = ceil_div(s.m, bl.mr), n_panels = ceil_div(s.n, bl.nr);
+  parallel(pool, batches * slabs, 1, [&](int64_t t0, int64_t t1) {
+    ScratchBuffer a_pack(std::max<int64_t>(bl.mc * kKc, 16384 + bl.mr * kKc));
+    ScratchBuffer hook_scratch(hooks.scratch_floats);
+    std::unique_ptr<ScratchBuffer> own_b;
+    if (pack_per_task) own_b = std::make_unique<ScratchBuffer>(b_floats);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t batch = t / slabs, im = (t % slabs) / tn, in = (t % slabs) % tn;
+      const GemmOperands& op = problems[batch];
+      const float* bp = b_panels[batch];
+      if (pack_per_task) {
+        pack_b(op.b, s.b_rs, s.b_cs, s.k, s.n, bl.nr, own_b->data());
+        bp = own_b->data();
+      }
+      const int64_t m0 = std::min(s.m, im * ceil_div(m_panels, tm) * bl.mr);
+      const int64_t m1 = std::min(s.m, (im + 1) * ceil_div(m_panels, tm) * bl.mr);
+      const int64_t n0 = std::min(s.n, in * ceil_div(n_panels, tn) * bl.nr);
+      const int64_t n1 = std::min(s.n, (in + 1) * ceil_div(n_panels, tn) * bl.nr);
+      // One row panel (GEMV-like) reuses no B panel across rows: no k blocking then, so each B
+      // panel streams through in one piece while the A panel (<= 16K floats) stays in L2.
+      const int64_t kc_max = m1 - m0 <= bl.mr ? std::max<int64_t>(kKc, 16384 / bl.mr) : kKc;
+      for (int64_t jc = n0; jc < n1; jc += bl.nc) {
+        const int64_t nc = std::min(bl.nc, n1 - jc);
+        for (int64_t ic = m0; ic < m1; ic += bl.mc) {
+          const int64_t mc = std::min(bl.mc, m1 - ic);
+          if (hooks.init) hooks.init(batch, ic, ic + mc, jc, jc + nc, hook_scratch.data());
+          for (int64_t pc = 0; pc < s.k; pc += kc_max) {
+            const int64_t kc = std::min(kc_max, s.k - pc);
+            pack_a(op.a, s.a_rs, s.a_cs, ic, mc, pc, kc, bl.mr, s.alpha, a_pack.data());
+            const bool accumulate = pc > 0 || static_cast<bool>(hooks.init);
+            for (int64_t jr = jc; jr < jc + nc; jr += bl.nr) {
+              const int cols = static_cast<int>(std::min<int64_t>(bl.nr, jc + nc - jr));
+              const float* b_block = bp + jr * s.k + pc * bl.nr;
+              for (int64_t ir = 0; ir < mc; ir += bl.mr) {
+                const int rows = static_cast<int>(std::min<int64_t>(bl.mr, mc - ir));
+                isa.gemm_micro[rows - 1](kc, a_pack.data() + ir * kc, b_block,
+                                         op.c + (ic + ir) * s.ldc + jr, s.ldc, cols, accumulate);
+              }
+            }
+          }
+          if (hooks.finish) hooks.finish(batch, ic, ic + mc, jc, jc + nc, hook_scratch.data());
+        }
+      }
+    }
+  });
+}
+
+}  // namespace tessera::native

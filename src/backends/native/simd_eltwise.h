@@ -1,0 +1,320 @@
+// The elementwise program interpreter over an ISA policy S: one tile of output elements at a
+// time, one tight vector loop per instruction (see eltwise_program.h for the model).
+//
+// Only templates, included by the ISA files after their target pragma (see simd_math.h).
+#pragma once
+
+namespace tessera::native::simd {
+
+// min(max(x, lo), hi) exactly as std::max then std::min choose (NaN stays NaN).
+template <class S>
+typename S::V clip(typename S::V x, typename S::V lo, typename S::V hi) {
+  const typename S::V t = S::select(S::lt(x, lo), lo, x);
+  return S::select(S::lt(hi, t), hi, t);
+}
+// std::max(0, std::min(1, x)): HardSigmoid's clamp (NaN becomes 1, as in ref).
+template <class S>
+typename S::V clip01(typename S::V x) {
+  const typename S::V one = S::set1(1.0f);
+  const typename S::V t = S::select(S::lt(x, one), x, one);
+  return S::select(S::lt(S::zero(), t), t, S::zero());
+}
+
+// Where a value lives for the current tile: n floats at p, or one float s broadcast.
+struct Loc {
+  const float* p;
+  float s;
+};
+
+template <class S, class F>
+void map_unary(float* dst, Loc a, int64_t n, F f) {
+  constexpr int W = S::W;
+  int64_t i = 0;
+  for (; i + W <= n; i += W) S::store(dst + i, f(S::load(a.p + i)));
+  if (i < n) {
+    const int r = static_cast<int>(n - i);
+    S::store_n(dst + i, f(S::load_n(a.p + i, r)), r);
+  }
+}
+
+// At most one of a, b is a broadcast float (the caller folds two of them to a broadcast).
+template <class S, class F>
+void map_binary(float* dst, Loc a, Loc b, int64_t n, F f) {
+  constexpr int W = S::W;
+  int64_t i = 0;
+  if (a.p && b.p) {
+    for (; i + W <= n; i += W) S::store(dst + i, f(S::load(a.p + i), S::load(b.p + i)));
+    if (i < n) {
+      const int r = static_cast<int>(n - i);
+      S::store_n(dst + i, f(S::load_n(a.p + i, r), S::load_n(b.p + i, r)), r);
+    }
+  } else if (a.p) {
+    const typename S::V bs = S::set1(b.s);
+    for (; i + W <= n; i += W) S::store(dst + i, f(S::load(a.p + i), bs));
+    if (i < n) {
+      const int r = static_cast<int>(n - i);
+      S::store_n(dst + i, f(S::load_n(a.p + i, r), bs), r);
+    }
+  } else {
+    const typename S::V as = S::set1(a.s);
+    for (; i + W <= n; i += W) S::store(dst + i, f(as, S::load(b.p + i)));
+    if (i < n) {
+      const int r = static_cast<int>(n - i);
+      S::store_n(dst + i, f(as, S::load_n(b.p + i, r)), r);
+    }
+  }
+}
+
+template <class S>
+void fill(float* dst, float v, int64_t n) {
+  constexpr int W = S::W;
+  const typename S::V x = S::set1(v);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) S::store(dst + i, x);
+  if (i < n) S::store_n(dst + i, x, static_cast<int>(n - i));
+}
+
+template <class S>
+using Vec = typename S::V;
+
+// The operations as function objects (GCC compiles lambdas in these templates for the baseline
+// ISA, whatever the target pragma says; function objects get the pragma's target).
+template <class S>
+struct Identity {
+  Vec<S> operator()(Vec<S> x) const { return x; }
+};
+
+template <class S>
+void copy(float* dst, const float* src, int64_t n) {
+  map_unary<S>(dst, Loc{src, 0}, n, Identity<S>{});
+}
+
+#define TESSERA_EW_BINARY(Name, expr)                            \
+  template <class S>                                             \
+  struct Name {                                                  \
+    Vec<S> operator()(Vec<S> x, Vec<S> y) const { return expr; } \
+  };
+#define TESSERA_EW_UNARY(Name, expr)                   \
+  template <class S>                                   \
+  struct Name {                                        \
+    Vec<S> p0, p1;                                     \
+    Vec<S> operator()(Vec<S> x) const { return expr; } \
+  };
+
+TESSERA_EW_BINARY(AddOp, S::add(x, y))
+TESSERA_EW_BINARY(SubOp, S::sub(x, y))
+TESSERA_EW_BINARY(MulOp, S::mul(x, y))
+TESSERA_EW_BINARY(DivOp, S::div(x, y))
+// Max / Min: NaN if either is NaN, else x < y ? y : x (std::max's choice among equals).
+TESSERA_EW_BINARY(MaxOp, S::select(S::mor(S::lt(x, y), S::isnan(y)), y, x))
+TESSERA_EW_BINARY(MinOp, S::select(S::mor(S::lt(y, x), S::isnan(y)), y, x))
+TESSERA_EW_BINARY(PowOp, (pow<S>(x, y)))
+TESSERA_EW_BINARY(PReluOp, S::select(S::lt(x, S::zero()), S::mul(x, y), x))
+TESSERA_EW_UNARY(ReluOp, S::max(S::zero(), x))  // keeps NaN and -0 like x < 0 ? 0 : x
+// min(max(x, lo), hi) the way std::max / std::min choose (NaN stays NaN).
+TESSERA_EW_UNARY(ClipOp, clip<S>(x, p0, p1))
+TESSERA_EW_UNARY(HardSigmoidOp, (clip01<S>(S::add(S::mul(p0, x), p1))))
+TESSERA_EW_UNARY(HardSwishOp,
+                 (S::mul(x, clip01<S>(S::add(S::div(x, S::set1(6.0f)), S::set1(0.5f))))))
+TESSERA_EW_UNARY(SigmoidOp, sigmoid<S>(x))
+TESSERA_EW_UNARY(TanhOp, tanh<S>(x))
+TESSERA_EW_UNARY(LeakyReluOp, S::select(S::lt(x, S::zero()), S::mul(p0, x), x))
+TESSERA_EW_UNARY(EluOp, S::select(S::lt(x, S::zero()), S::mul(p0, expm1<S>(x)), x))
+TESSERA_EW_UNARY(ExpOp, exp<S>(x))
+TESSERA_EW_UNARY(Expm1Op, expm1<S>(x))
+TESSERA_EW_UNARY(LogOp, log<S>(x))
+TESSERA_EW_UNARY(SqrtOp, S::sqrt(x))
+TESSERA_EW_UNARY(AbsOp, S::abs(x))
+TESSERA_EW_UNARY(NegOp, S::neg(x))
+TESSERA_EW_UNARY(ErfOp, erf<S>(x))
+TESSERA_EW_UNARY(SquareOp, S::mul(x, x))
+TESSERA_EW_UNARY(CubeOp, S::mul(S::mul(x, x), x))
+TESSERA_EW_UNARY(ReciprocalOp, S::div(S::set1(1.0f), x))
+#undef TESSERA_EW_BINARY
+#undef TESSERA_EW_UNARY
+
+// dst[0, n) = instruction applied to a (and b). Matches the reference kernels' formulas (and
+// their NaN behaviour) except for the rounding of the transcendental functions.
+template <class S>
+void run_instr(const EwInstr& in, Loc a, Loc b, float* dst, int64_t n) {
+  const Vec<S> p0 = S::set1(in.p0), p1 = S::set1(in.p1);
+  switch (in.op) {
+    case EwOp::kAdd: return map_binary<S>(dst, a, b, n, AddOp<S>{});
+    case EwOp::kSub: return map_binary<S>(dst, a, b, n, SubOp<S>{});
+    case EwOp::kMul: return map_binary<S>(dst, a, b, n, MulOp<S>{});
+    case EwOp::kDiv: return map_binary<S>(dst, a, b, n, DivOp<S>{});
+    case EwOp::kMax: return map_binary<S>(dst, a, b, n, MaxOp<S>{});
+    case EwOp::kMin: return map_binary<S>(dst, a, b, n, MinOp<S>{});
+    case EwOp::kPow: return map_binary<S>(dst, a, b, n, PowOp<S>{});
+    case EwOp::kPRelu: return map_binary<S>(dst, a, b, n, PReluOp<S>{});
+    case EwOp::kRelu: return map_unary<S>(dst, a, n, ReluOp<S>{p0, p1});
+    case EwOp::kClip: return map_unary<S>(dst, a, n, ClipOp<S>{p0, p1});
+    case EwOp::kHardSigmoid: return map_unary<S>(dst, a, n, HardSigmoidOp<S>{p0, p1});
+    case EwOp::kHardSwish: return map_unary<S>(dst, a, n, HardSwishOp<S>{p0, p1});
+    case EwOp::kSigmoid: return map_unary<S>(dst, a, n, SigmoidOp<S>{p0, p1});
+    case EwOp::kTanh: return map_unary<S>(dst, a, n, TanhOp<S>{p0, p1});
+    case EwOp::kLeakyRelu: return map_unary<S>(dst, a, n, LeakyReluOp<S>{p0, p1});
+    case EwOp::kElu: return map_unary<S>(dst, a, n, EluOp<S>{p0, p1});
+    case EwOp::kExp: return map_unary<S>(dst, a, n, ExpOp<S>{p0, p1});
+    case EwOp::kLog: return map_unary<S>(dst, a, n, LogOp<S>{p0, p1});
+    case EwOp::kSqrt: return map_unary<S>(dst, a, n, SqrtOp<S>{p0, p1});
+    case EwOp::kAbs: return map_unary<S>(dst, a, n, AbsOp<S>{p0, p1});
+    case EwOp::kNeg: return map_unary<S>(dst, a, n, NegOp<S>{p0, p1});
+    case EwOp::kErf: return map_unary<S>(dst, a, n, ErfOp<S>{p0, p1});
+    case EwOp::kSquare: return map_unary<S>(dst, a, n, SquareOp<S>{p0, p1});
+    case EwOp::kCube: return map_unary<S>(dst, a, n, CubeOp<S>{p0, p1});
+    case EwOp::kReciprocal: return map_unary<S>(dst, a, n, ReciprocalOp<S>{p0, p1});
+    case EwOp::kCopy: return map_unary<S>(dst, a, n, Identity<S>{});
+    case EwOp::kFill: return fill<S>(dst, in.p0, n);
+  }
+}
+
+// dst[0, n) = src[0, n) with non-temporal stores where dst is vector aligned.
+template <class S>
+void stream_copy(float* dst, const float* src, int64_t n) {
+  constexpr int W = S::W;
+  int64_t i = 0;
+  const auto misaligned = reinterpret_cast<uintptr_t>(dst) % (W * sizeof(float));
+  if (misaligned != 0) {
+    const int64_t head = static_cast<int64_t>((W * sizeof(float) - misaligned) / sizeof(float));
+    i = head < n ? head : n;
+    copy<S>(dst, src, i);
+  }
+  for (; i + W <= n; i += W) S::stream(dst + i, S::load(src + i));
+  if (i < n) copy<S>(dst + i, src + i, n - i);
+}
+
+// The output position of flattened element e: per-dim indices.
+inline void unflatten(const EltwiseProgram& p, int64_t e, int64_t* idx) {
+  for (int d = p.rank - 1; d >= 0; --d) {
+    idx[d] = e % p.dims[d];
+    e /= p.dims[d];
+  }
+}
+
+// Fills g[0, n) with input `in` over output elements starting at index idx (which may span
+// rows): row pieces are copied, or filled where the input broadcasts along the row.
+template <class S>
+void gather(const EltwiseProgram& p, const EwInput& in, const float* base, const int64_t* start,
+            int64_t n, float* g) {
+  const int last = p.rank - 1;
+  int64_t idx[kMaxEltwiseRank];
+  for (int d = 0; d < p.rank; ++d) idx[d] = start[d];
+  int64_t pos = 0;
+  while (pos < n) {
+    int64_t off = 0;
+    for (int d = 0; d < p.rank; ++d) off += idx[d] * in.strides[d];
+    const int64_t seg = p.dims[last] - idx[last] < n - pos ? p.dims[last] - idx[last] : n - pos;
+    if (in.strides[last] == 0) {
+      fill<S>(g + pos, base[off], seg);
+    } else {
+      copy<S>(g + pos, base + off, seg);
+    }
+    pos += seg;
+    idx[last] = 0;
+    for (int d = last - 1; d >= 0; --d) {
+      if (++idx[d] < p.dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+template <class S>
+void eltwise_run(const EltwiseProgram& p, const EltwiseBuffers& buf, int64_t begin, int64_t end,
+                 float* scratch) {
+  const int64_t tile = p.tile;
+  const int64_t stride = tile + 16;  // per slot, keeps every slot 64-byte aligned
+  const int n_in = p.num_inputs();
+  const EwInput* inputs = p.inputs.data();
+  const EwInstr* code = p.code.data();
+  const int n_code = static_cast<int>(p.code.size());
+  const int* slot = p.slot.data();
+  const int* outs = p.outputs.data();
+  const int n_out = static_cast<int>(p.outputs.size());
+  float* slots = scratch;
+  float* gathered = scratch + p.num_slots * stride;
+  const int last = p.rank - 1;
+  const int64_t row = p.dims[last];
+  Loc loc[kMaxEltwiseValues];
+  bool streamed = false;
+  float* out_ptr[kMaxEltwiseValues];  // per value: where it is written in place, or null
+  for (int v = 0; v < p.num_values(); ++v) out_ptr[v] = nullptr;
+  int64_t e = begin;
+  while (e < end) {
+    int64_t idx[kMaxEltwiseRank];
+    unflatten(p, e, idx);
+    int64_t n = end - e < tile ? end - e : tile;
+    bool one_row = idx[last] + n <= row;
+    if (!one_row && row >= p.row_split) {
+      n = row - idx[last];  // stop at the row's end rather than gather across rows
+      one_row = true;
+    }
+    for (int k = 0; k < n_in; ++k) {
+      const EwInput& in = inputs[k];
+      const float* base = buf.inputs[k];
+      if (in.scalar) {
+        loc[k] = Loc{nullptr, base[0]};
+      } else if (in.contiguous) {
+        loc[k] = Loc{base + e, 0};
+      } else if (one_row) {
+        int64_t off = 0;
+        for (int d = 0; d < p.rank; ++d) off += idx[d] * in.strides[d];
+        loc[k] = in.strides[last] == 0 ? Loc{nullptr, base[off]} : Loc{base + off, 0};
+      } else {
+        float* g = gathered + k * stride;
+        gather<S>(p, in, base, idx, n, g);
+        loc[k] = Loc{g, 0};
+      }
+    }
+    for (int o = 0; o < n_out; ++o)
+      if (p.stream_slot[o] < 0) out_ptr[outs[o]] = buf.outputs[o] + e;
+    for (int i = 0; i < n_code; ++i) {
+      const EwInstr& in = code[i];
+      if (in.op == EwOp::kFill) {
+        loc[in.dst] = Loc{nullptr, in.p0};
+        continue;
+      }
+      const Loc a = loc[in.a];
+      const Loc b = in.b >= 0 ? loc[in.b] : Loc{nullptr, 0};
+      if (!a.p && (in.b < 0 || !b.p)) {
+        // Every operand is one float over the tile: so is the result.
+        float r = 0;
+        const float as = a.s, bs = b.s;
+        run_instr<S>(in, Loc{&as, 0}, Loc{&bs, 0}, &r, 1);
+        loc[in.dst] = Loc{nullptr, r};
+        continue;
+      }
+      float* dst = out_ptr[in.dst] ? out_ptr[in.dst] : slots + slot[in.dst] * stride;
+      run_instr<S>(in, a, b, dst, n);
+      loc[in.dst] = Loc{dst, 0};
+    }
+    for (int o = 0; o < n_out; ++o) {
+      const Loc l = loc[outs[o]];
+      if (!l.p) {
+        fill<S>(buf.outputs[o] + e, l.s, n);
+      } else if (p.stream_slot[o] >= 0) {
+        stream_copy<S>(buf.outputs[o] + e, l.p, n);
+        streamed = true;
+      }
+    }
+    e += n;
+  }
+  if (streamed) S::fence();  // order the non-temporal stores before the results are handed on
+}
+
+// One math function over an array (for accuracy tests and direct use).
+template <class S>
+void math_run(MathFn fn, const float* x, float* y, int64_t n) {
+  const Loc a{x, 0};
+  const Vec<S> z = S::zero();
+  switch (fn) {
+    case MathFn::kExp: return map_unary<S>(y, a, n, ExpOp<S>{z, z});
+    case MathFn::kLog: return map_unary<S>(y, a, n, LogOp<S>{z, z});
+    case MathFn::kTanh: return map_unary<S>(y, a, n, TanhOp<S>{z, z});
+    case MathFn::kSigmoid: return map_unary<S>(y, a, n, SigmoidOp<S>{z, z});
+    case MathFn::kErf: return map_unary<S>(y, a, n, ErfOp<S>{z, z});
+    case MathFn::kExpm1: return map_unary<S>(y, a, n, Expm1Op<S>{z, z});
+  }
+}
+
+}  // namespace tessera::native::simd

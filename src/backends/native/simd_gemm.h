@@ -1,0 +1,58 @@
+// The SGEMM micro-kernel over an ISA policy S: an M x (NV * W) block of C held in M * NV vector
+// registers, updated by one rank-1 product per k (NV loads of B, M broadcasts of A, M * NV FMAs).
+//
+// Only templates, included by the ISA files after their target pragma (see simd_math.h).
+#pragma once
+
+namespace tessera::native::simd {
+
+// C[M x n] (+)= A[M x kc] * B[kc x NV*W]: A packed [k][kAStride] (kAStride >= M), B packed
+// [k][NV*W] and 64-byte aligned. n <= NV*W columns of C are written (masked at the edge).
+template <class S, int kAStride, int M, int NV>
+void gemm_micro(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int n,
+                bool accumulate) {
+  using V = typename S::V;
+  constexpr int W = S::W;
+  constexpr int NR = NV * W;
+  V acc[M][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) acc[i][j] = S::zero();
+  for (int64_t k = 0; k < kc; ++k) {
+    V bv[NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) bv[j] = S::load_aligned(b + j * W);
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      const V av = S::set1(a[i]);
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) acc[i][j] = S::fma(av, bv[j], acc[i][j]);
+    }
+    a += kAStride;
+    b += NR;
+  }
+  if (n == NR) {
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) {
+        float* p = c + i * ldc + j * W;
+        S::store(p, accumulate ? S::add(acc[i][j], S::load(p)) : acc[i][j]);
+      }
+    return;
+  }
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < NV; ++j) {
+      const int cols = n - j * W;
+      if (cols <= 0) break;
+      float* p = c + i * ldc + j * W;
+      if (cols >= W) {
+        S::store(p, accumulate ? S::add(acc[i][j], S::load(p)) : acc[i][j]);
+      } else {
+        S::store_n(p, accumulate ? S::add(acc[i][j], S::load_n(p, cols)) : acc[i][j], cols);
+      }
+    }
+}
+
+}  // namespace tessera::native::simd

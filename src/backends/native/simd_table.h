@@ -1,0 +1,38 @@
+// Builds an ISA's IsaKernels table from the simd templates instantiated for policy S.
+//
+// Included by each ISA file under its target pragma, so that every template (and every lambda in
+// it) is instantiated for that ISA.
+#pragma once
+
+#include <utility>
+
+#include "backends/native/isa.h"
+
+namespace tessera::native::simd {
+
+template <class S, int kMr, int kNv, int... Ms>
+void fill_gemm_micro(IsaKernels& k, std::integer_sequence<int, Ms...>) {
+  ((k.gemm_micro[Ms] = &gemm_micro<S, kMr, Ms + 1, kNv>), ...);
+}
+
+// kMr x (kNv * S::W) is the GEMM register block.
+template <class S, int kMr, int kNv>
+IsaKernels make_kernels(Isa isa) {
+  static_assert(kMr <= 16, "gemm_micro has room for 16 row counts");
+  IsaKernels k{};
+  k.isa = isa;
+  k.vector_width = S::W;
+  k.eltwise = &eltwise_run<S>;
+  k.math = &math_run<S>;
+  k.reduce_rows = &reduce_rows<S>;
+  k.reduce_columns = &reduce_columns<S>;
+  k.softmax_row = &softmax_row<S>;
+  k.softmax_columns = &softmax_columns<S>;
+  k.layer_norm_row = &layer_norm_row<S>;
+  k.gemm_mr = kMr;
+  k.gemm_nr = kNv * S::W;
+  fill_gemm_micro<S, kMr, kNv>(k, std::make_integer_sequence<int, kMr>());
+  return k;
+}
+
+}  // namespace tessera::native::simd

@@ -1,0 +1,376 @@
+// The native backend against the reference kernels, for every ISA this CPU runs: vector math
+// accuracy, elementwise programs (broadcasting, several outputs, tiles across rows), reductions,
+// Softmax, LayerNormalization, MatMul / Gemm (with fused tails), on seeded random data.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "backends/backend.h"
+#include "backends/harness.h"
+#include "backends/native/isa.h"
+#include "backends/native/native_compile.h"
+#include "backends/test_graph.h"
+#include "ops/op_registry.h"
+#include "runtime/buffer_pool.h"
+#include "runtime/executor.h"
+
+namespace tessera {
+namespace {
+
+using testing_graph::Dims;
+using testing_graph::run_ref;
+using testing_graph::TestGraph;
+
+std::vector<const native::IsaKernels*> isas() {
+  std::vector<const native::IsaKernels*> v = {&native::scalar_kernels()};
+  if (native::cpu_supports(native::Isa::kAvx2)) v.push_back(&native::avx2_kernels());
+  if (native::cpu_supports(native::Isa::kAvx512)) v.push_back(&native::avx512_kernels());
+  return v;
+}
+
+// The whole graph as one native kernel for `isa`; outputs in graph output order.
+std::vector<Tensor> run_native(const TestGraph& t, const native::IsaKernels& isa, int threads) {
+  SubGraph sg(t.g, NodeSet::all(t.g.num_nodes()));
+  auto kernel = native::compile_native(sg, isa);
+  EXPECT_TRUE(kernel.ok()) << kernel.status().to_string();
+  if (!kernel.ok()) return {};
+  std::vector<const Tensor*> in;
+  for (int v : sg.inputs())
+    for (size_t i = 0; i < t.g.inputs().size(); ++i)
+      if (t.g.inputs()[i] == v) in.push_back(&t.inputs[i]);
+  BufferPool buffers;
+  ThreadPool pool(threads);
+  KernelRunContext ctx{buffers, &pool};
+  std::vector<Tensor> out(sg.outputs().size());
+  Status st = (*kernel)->run(in, out, ctx);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  std::vector<Tensor> result;
+  for (int v : t.g.outputs())
+    for (size_t o = 0; o < sg.outputs().size(); ++o)
+      if (sg.outputs()[o] == v) result.push_back(out[o]);
+  return result;
+}
+
+// Every ISA at 1 and 2 threads agrees with the reference within tol (max|a-b| / max|b|).
+void expect_matches_ref(const TestGraph& t, double tol, const std::string& what) {
+  std::vector<Tensor> want = run_ref(t);
+  for (const native::IsaKernels* isa : isas()) {
+    for (int threads : {1, 2}) {
+      std::vector<Tensor> got = run_native(t, *isa, threads);
+      ASSERT_EQ(got.size(), want.size()) << what;
+      for (size_t o = 0; o < got.size(); ++o) {
+        EXPECT_LE(harness::relative_error(got[o], want[o]), tol)
+            << what << " output " << o << " on " << native::isa_name(isa->isa) << " x" << threads;
+      }
+    }
+  }
+}
+
+TEST(NativeMath, TranscendentalsMatchStdWithinAFewUlp) {
+  struct Fn {
+    native::MathFn fn;
+    const char* name;
+    double (*ref)(double);
+    double lo, hi;
+  };
+  const Fn fns[] = {
+      {native::MathFn::kExp, "exp", [](double x) { return std::exp(x); }, -87, 88},
+      {native::MathFn::kExpm1, "expm1", [](double x) { return std::expm1(x); }, -20, 20},
+      {native::MathFn::kLog, "log", [](double x) { return std::log(x); }, 1e-30, 1e30},
+      {native::MathFn::kTanh, "tanh", [](double x) { return std::tanh(x); }, -12, 12},
+      {native::MathFn::kSigmoid, "sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }, -80,
+       80},
+      {native::MathFn::kErf, "erf", [](double x) { return std::erf(x); }, -5, 5},
+  };
+  const int n = 200003;
+  for (const Fn& f : fns) {
+    std::vector<float> x(n), y(n);
+    for (int i = 0; i < n; ++i) {
+      const double t = static_cast<double>(i) / (n - 1);
+      // log spans orders of magnitude; the others a linear range (0 and tiny values included).
+      x[i] = f.fn == native::MathFn::kLog ? static_cast<float>(f.lo * std::pow(f.hi / f.lo, t))
+                                          : static_cast<float>(f.lo + (f.hi - f.lo) * t);
+    }
+    x[n / 2] = 0.f;
+    x[n / 3] = 1e-7f;
+    for (const native::IsaKernels* isa : isas()) {
+      isa->math(f.fn, x.data(), y.data(), n);
+      double worst = 0;
+      float at = 0;
+      for (int i = 0; i < n; ++i) {
+        const double want = f.ref(x[i]);
+        const double err = std::fabs(y[i] - want) / std::max(std::fabs(want), 1e-30);
+        if (err > worst) worst = err, at = x[i];
+      }
+      EXPECT_LE(worst, 2e-6) << f.name << " on " << native::isa_name(isa->isa)
+                             << " worst at x = " << at;
+    }
+  }
+}
+
+TEST(NativeMath, SpecialValues) {
+  const float inf = INFINITY, nan = NAN;
+  const std::vector<float> x = {0.f, -0.f, inf, -inf, nan, -1.f, 100.f, -100.f, 1e-40f};
+  std::vector<float> y(x.size());
+  for (const native::IsaKernels* isa : isas()) {
+    const char* name = native::isa_name(isa->isa);
+    isa->math(native::MathFn::kExp, x.data(), y.data(), static_cast<int64_t>(x.size()));
+    EXPECT_EQ(y[0], 1.f) << name;
+    EXPECT_EQ(y[2], inf) << name;
+    EXPECT_EQ(y[3], 0.f) << name;
+    EXPECT_TRUE(std::isnan(y[4])) << name;
+    EXPECT_EQ(y[6], inf) << name;
+    isa->math(native::MathFn::kLog, x.data(), y.data(), static_cast<int64_t>(x.size()));
+    EXPECT_EQ(y[0], -inf) << name;
+    EXPECT_EQ(y[2], inf) << name;
+    EXPECT_TRUE(std::isnan(y[4])) << name;
+    EXPECT_TRUE(std::isnan(y[5])) << name;
+    EXPECT_NEAR(y[8], std::log(1e-40), 1e-4) << name;  // subnormal input
+    isa->math(native::MathFn::kTanh, x.data(), y.data(), static_cast<int64_t>(x.size()));
+    EXPECT_EQ(y[2], 1.f) << name;
+    EXPECT_EQ(y[3], -1.f) << name;
+    EXPECT_TRUE(std::isnan(y[4])) << name;
+    isa->math(native::MathFn::kSigmoid, x.data(), y.data(), static_cast<int64_t>(x.size()));
+    EXPECT_EQ(y[2], 1.f) << name;
+    EXPECT_EQ(y[3], 0.f) << name;
+    EXPECT_EQ(y[0], 0.5f) << name;
+    isa->math(native::MathFn::kErf, x.data(), y.data(), static_cast<int64_t>(x.size()));
+    EXPECT_EQ(y[2], 1.f) << name;
+    EXPECT_EQ(y[3], -1.f) << name;
+    EXPECT_EQ(y[0], 0.f) << name;
+  }
+}
+
+TEST(NativeEltwise, EveryOpAlone) {
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Exp", "Abs", "Neg", "Erf", "HardSwish",
+                         "HardSigmoid", "LeakyRelu", "Elu"}) {
+    TestGraph t;
+    int y = t.op(op, {t.input({3, 37, 41})});
+    t.finish({y});
+    expect_matches_ref(t, 2e-6, op);
+  }
+  for (const char* op : {"Log", "Sqrt"}) {
+    TestGraph t;
+    int y = t.op(op, {t.input({5, 1003}, 0.01f, 9.f)});
+    t.finish({y});
+    expect_matches_ref(t, 2e-6, op);
+  }
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu"}) {
+    TestGraph t;
+    int y = t.op(
+        op, {t.input({2, 3, 17, 19}),
+             t.input(std::string(op) == "PRelu" ? Dims{3, 1, 1} : Dims{2, 3, 17, 19}, 0.5f, 2.f)});
+    t.finish({y});
+    expect_matches_ref(t, 1e-7, op);
+  }
+}
+
+TEST(NativeEltwise, GeneralBroadcastingAndShortRows) {
+  // Two-sided broadcasts, a scalar, a per-row vector and rows shorter than a tile.
+  const std::vector<std::pair<Dims, Dims>> shapes = {
+      {{2, 1, 5, 1}, {1, 3, 1, 4}},
+      {{4, 1}, {1, 1000}},
+      {{1}, {3, 5, 7}},
+      {{7, 3, 1, 2}, {3, 5, 1}},
+      {{2, 9, 1, 1}, {2, 9, 33, 35}},
+      {{}, {6, 6}},
+      {{1025}, {3, 1025}},
+  };
+  for (const auto& [a, b] : shapes) {
+    TestGraph t;
+    int x = t.input(a), z = t.input(b);
+    int y = t.op("Relu", {t.op("Mul", {t.op("Add", {x, z}), z})});
+    t.finish({y});
+    expect_matches_ref(t, 1e-6, "broadcast " + dims_to_string(a) + " with " + dims_to_string(b));
+  }
+}
+
+TEST(NativeEltwise, ChainWithSeveralOutputsAndConstants) {
+  // y1 = clip(x * w + b), y2 = y1 * hardsigmoid(x) / 6, y3 = x - 1 (an intermediate used
+  // outside), over a size that spans many tiles and both threads.
+  TestGraph t;
+  int x = t.input({2, 16, 61, 67});
+  int w = t.constant({1, 16, 1, 1}), b = t.constant({16, 1, 1});
+  int lo = t.constant(Tensor::scalar<float>(0.f)), hi = t.constant(Tensor::scalar<float>(6.f));
+  int y1 = t.op("Clip", {t.op("Add", {t.op("Mul", {x, w}), b}), lo, hi});
+  int y2 = t.op(
+      "Div", {t.op("Mul", {y1, t.op("HardSigmoid", {x})}), t.constant(Tensor::scalar<float>(6.f))});
+  int y3 = t.op("Sub", {x, t.constant(Tensor::scalar<float>(1.f))});
+  int y4 = t.op("Max", {y2, y3, t.op("Min", {y1, y3})});
+  t.finish({y1, y4, y3});
+  expect_matches_ref(t, 1e-6, "chain");
+}
+
+TEST(NativeEltwise, LargeOutputsStreamOutUnlessReadBack) {
+  // Above 1M elements outputs nobody reads back are stored non-temporally; y1 is also read.
+  TestGraph t;
+  int x = t.input({3, 517, 701}), z = t.input({517, 1});
+  int y1 = t.op("Add", {x, z});
+  int y2 = t.op("Sigmoid", {t.op("Mul", {y1, x})});
+  t.finish({y2, y1});
+  expect_matches_ref(t, 2e-6, "streamed outputs");
+}
+
+TEST(NativeEltwise, PowSpecialExponentsAndGeneral) {
+  for (float e : {1.f, 2.f, 3.f, 0.5f, -1.f, 0.f, 1.7f}) {
+    TestGraph t;
+    int y = t.op("Pow", {t.input({3, 99}, 0.1f, 4.f), t.constant(Tensor::scalar<float>(e))});
+    t.finish({y});
+    expect_matches_ref(t, 3e-6, "Pow " + std::to_string(e));
+  }
+  TestGraph t;  // negative bases with integral exponents (per column), both signs of the base
+  Tensor e(DType::kFloat32, {8});
+  for (int k = 0; k < 8; ++k) e.data<float>()[k] = static_cast<float>(k % 4);
+  int y = t.op("Pow", {t.input({5, 8}, -3.f, 3.f), t.constant(e)});
+  t.finish({y});
+  expect_matches_ref(t, 3e-6, "Pow with integral exponents");
+}
+
+TEST(NativeReduce, AxesKeepdimsAndOpsets) {
+  struct Case {
+    std::string op;
+    Dims dims;
+    std::vector<int64_t> axes;
+    int keepdims;
+  };
+  const std::vector<Case> cases = {
+      {"ReduceMean", {2, 3, 17, 19}, {2, 3}, 1}, {"ReduceSum", {2, 3, 17, 19}, {1}, 0},
+      {"ReduceMax", {2, 3, 17, 19}, {0, 2}, 1},  {"ReduceMean", {4, 100003}, {1}, 0},
+      {"ReduceSum", {1, 300000}, {}, 1},         {"ReduceMax", {5, 7, 9}, {-1}, 1},
+      {"ReduceMax", {3, 40, 77}, {1}, 0},        {"ReduceSum", {6, 1, 5}, {1}, 1},
+  };
+  for (const Case& c : cases) {
+    for (int opset : {13, 18}) {
+      TestGraph t;
+      t.opset = opset;
+      std::map<std::string, Attribute> attrs = {{"keepdims", Attribute::of_int(c.keepdims)}};
+      std::vector<int> in = {t.input(c.dims)};
+      const bool axes_input = opset >= 18 || c.op == "ReduceSum";
+      if (axes_input && !c.axes.empty()) in.push_back(t.ints(c.axes));
+      if (!axes_input && !c.axes.empty()) attrs["axes"] = Attribute::of_ints(c.axes);
+      int y = t.op(c.op, in, attrs);
+      t.finish({y});
+      expect_matches_ref(t, 2e-6,
+                         c.op + " " + dims_to_string(c.dims) + " opset " + std::to_string(opset));
+    }
+  }
+}
+
+TEST(NativeSoftmax, AxisSemanticsOfBothOpsets) {
+  for (int opset : {11, 13}) {
+    for (int64_t axis : {-1, 1, 0, 2}) {
+      TestGraph t;
+      t.opset = opset;
+      int y =
+          t.op("Softmax", {t.input({3, 5, 33}, -8.f, 8.f)}, {{"axis", Attribute::of_int(axis)}});
+      t.finish({y});
+      expect_matches_ref(
+          t, 2e-6, "Softmax opset " + std::to_string(opset) + " axis " + std::to_string(axis));
+    }
+  }
+}
+
+TEST(NativeLayerNorm, AxesScaleBiasAndStatistics) {
+  for (int64_t axis : {-1, -2, 1}) {
+    TestGraph t;
+    int x = t.input({4, 6, 37}, -3.f, 5.f);
+    int scale = t.constant({37}), bias = t.input(axis == -1 ? Dims{37} : Dims{6, 37});
+    std::vector<int> out =
+        t.node("LayerNormalization", {x, scale, bias}, {{"axis", Attribute::of_int(axis)}}, 3);
+    t.finish(out);
+    expect_matches_ref(t, 2e-6, "LayerNormalization axis " + std::to_string(axis));
+  }
+}
+
+TEST(NativeGemm, MatMulShapesBatchingAndBroadcast) {
+  const std::vector<std::pair<Dims, Dims>> shapes = {
+      {{37, 300}, {300, 71}},
+      {{2, 1, 5, 7}, {3, 7, 4}},
+      {{7}, {7, 40}},
+      {{3, 5, 7}, {7}},
+      {{4, 33, 65}, {65, 33}},
+      {{1, 513}, {513, 97}},
+      {{2, 3, 29, 31}, {2, 3, 31, 30}},
+      {{3, 1300}, {1300, 70}},
+  };
+  for (const auto& [a, b] : shapes) {
+    for (bool constant_b : {false, true}) {
+      TestGraph t;
+      int x = t.input(a);
+      int w = constant_b ? t.constant(b) : t.input(b);
+      int y = t.op("MatMul", {x, w});
+      t.finish({y});
+      expect_matches_ref(t, 2e-6, "MatMul " + dims_to_string(a) + " x " + dims_to_string(b));
+    }
+  }
+}
+
+TEST(NativeGemm, GemmTransposesAlphaBetaAndBias) {
+  for (int ta = 0; ta < 2; ++ta) {
+    for (int tb = 0; tb < 2; ++tb) {
+      for (const Dims& c : {Dims{}, Dims{45}, Dims{30, 1}, Dims{30, 45}, Dims{1}}) {
+        TestGraph t;
+        const int64_t m = 30, k = 270, n = 45;
+        int a = t.input(ta ? Dims{k, m} : Dims{m, k});
+        int b = t.constant(tb ? Dims{n, k} : Dims{k, n});
+        std::vector<int> in = {a, b};
+        if (!c.empty()) in.push_back(t.constant(c));
+        int y = t.op("Gemm", in,
+                     {{"transA", Attribute::of_int(ta)},
+                      {"transB", Attribute::of_int(tb)},
+                      {"alpha", Attribute::of_float(0.5f)},
+                      {"beta", Attribute::of_float(1.5f)}});
+        t.finish({y});
+        expect_matches_ref(
+            t, 2e-6,
+            "Gemm tA" + std::to_string(ta) + " tB" + std::to_string(tb) + " C" + dims_to_string(c));
+      }
+    }
+  }
+}
+
+TEST(NativeGemm, FusedTailsRunOnEachBlock) {
+  // MatMul + bias + residual + activation, the product also used outside the group.
+  TestGraph t;
+  int x = t.input({3, 50, 96});
+  int mm = t.op("MatMul", {x, t.constant({96, 200})});
+  int biased = t.op("Add", {mm, t.constant({200})});
+  int y = t.op("Relu", {t.op("Add", {biased, t.input({3, 50, 200})})});
+  t.finish({y, mm});
+  expect_matches_ref(t, 2e-6, "MatMul+Add+Add+Relu");
+
+  TestGraph g;  // Gemm with C and a HardSwish tail written over C in place
+  int ga = g.input({70, 33});
+  int gy = g.op("HardSwish", {g.op("Gemm", {ga, g.input({33, 90}), g.constant({90})})});
+  g.finish({gy});
+  expect_matches_ref(g, 2e-6, "Gemm+HardSwish");
+}
+
+TEST(NativeBackend, RejectsWhatItCannotRun) {
+  const Backend* b = find_backend("native");
+  ASSERT_NE(b, nullptr);
+  TestGraph t;
+  int x = t.g.add_input("dyn",
+                        TensorType{DType::kFloat32, std::vector<Dim>{Dim::symbolic("n"), Dim(4)}});
+  t.inputs.push_back(Tensor(DType::kFloat32, {2, 4}));
+  int y = t.op("Relu", {x});
+  int z = t.op("Softmax", {t.input({4, 4})});
+  int w =
+      t.op("Add", {z, t.op("ReduceSum", {t.input({4, 4})}, {{"keepdims", Attribute::of_int(1)}})});
+  t.finish({y, w});
+  for (int n = 0; n < t.g.num_nodes(); ++n) {
+    if (t.g.node(n).op_type == "Relu") {
+      EXPECT_FALSE(b->supports(t.g, n).ok());  // dynamic shape
+    }
+  }
+  // Softmax + Add is not a group native fuses.
+  NodeSet s(t.g.num_nodes());
+  for (int n = 0; n < t.g.num_nodes(); ++n)
+    if (t.g.node(n).op_type == "Softmax" || t.g.node(n).op_type == "Add") s.add(n);
+  EXPECT_FALSE(b->accepts(SubGraph(t.g, s)).ok());
+  EXPECT_NE(b->version().find("tessera native ("), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera
