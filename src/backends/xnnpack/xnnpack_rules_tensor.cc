@@ -2,7 +2,7 @@
 //
 // This XNNPACK (2022) has no concatenate or transpose node, so Concat pads every input with zeros
 // to the output's shape (at its offset along the axis) and adds the padded tensors: exact, since
-// x + 0 == x. Nearest-neighbour Resize by integer factors is a broadcast multiply by ones:
+// x + 0 == x. Nearest-neighbour Resize by integer factors is a broadcast multiply by ones (NHWC):
 // x[N,H,1,W,1,C] * 1[1,1,kh,1,kw,1] is the upsampled tensor [N,H*kh,W*kw,C].
 #include <cmath>
 
@@ -193,11 +193,6 @@ Result<ResizeSpec> resize_spec(const NodeView& n) {
   return s;
 }
 
-bool resize_needs_nhwc(const Node& node) {
-  const std::string mode = node.attr_string("mode", "nearest");
-  return mode == "linear" || mode == "bilinear";
-}
-
 Status check_resize(const NodeView& n) { return resize_spec(n).status(); }
 
 Status emit_resize(Emitter& e, const Node& node) {
@@ -212,15 +207,13 @@ Status emit_resize(Emitter& e, const Node& node) {
     return e.check(xnn_define_static_resize_bilinear_2d(e.subgraph(), size_t(s.out[0]), size_t(s.out[1]), x, y, flags),
                    node, "xnn_define_static_resize_bilinear_2d");
   }
+  // NHWC (Resize makes its subgraph NHWC): the broadcast's inner loop runs over C.
   const std::vector<size_t> yd = e.layout_dims(node.outputs[0]);
   const size_t kh = size_t(s.out[0] / s.in[0]), kw = size_t(s.out[1] / s.in[1]);
   if (kh == 1 && kw == 1) return reshape(e, node, x, yd, y);
   const std::vector<int64_t> d = e.dims(node.inputs[0]);
   const size_t nb = size_t(d[0]), c = size_t(d[1]), h = size_t(d[2]), w = size_t(d[3]);
-  const bool nhwc = e.is_nhwc(node.inputs[0]);
-  std::vector<size_t> spread = nhwc ? std::vector<size_t>{nb, h, 1, w, 1, c} : std::vector<size_t>{nb, c, h, 1, w, 1};
-  std::vector<size_t> ones = nhwc ? std::vector<size_t>{1, 1, kh, 1, kw, 1} : std::vector<size_t>{1, 1, 1, kh, 1, kw};
-  std::vector<size_t> wide = nhwc ? std::vector<size_t>{nb, h, kh, w, kw, c} : std::vector<size_t>{nb, c, h, kh, w, kw};
+  const std::vector<size_t> spread{nb, h, 1, w, 1, c}, ones{1, 1, kh, 1, kw, 1}, wide{nb, h, kh, w, kw, c};
   TESSERA_ASSIGN_OR_RETURN(uint32_t xs, e.internal(spread));
   TESSERA_ASSIGN_OR_RETURN(uint32_t one, e.constant(ones, std::vector<float>(kh * kw, 1.0f)));
   TESSERA_ASSIGN_OR_RETURN(uint32_t up, e.internal(wide));
@@ -282,7 +275,9 @@ Status emit_reshape(Emitter& e, const Node& node) {
 
 void add_tensor_rules(std::vector<OpRule>& rules) {
   rules.push_back({"Concat", never_nhwc, check_concat, nullptr, emit_concat, false});
-  rules.push_back({"Resize", resize_needs_nhwc, check_resize, nullptr, emit_resize, false});
+  // Resize runs NHWC in both modes: XNNPACK's bilinear resize is NHWC only, and the nearest one's
+  // broadcast would loop over the (tiny) replication factor innermost in NCHW.
+  rules.push_back({"Resize", always_nhwc, check_resize, nullptr, emit_resize, false});
   rules.push_back({"Softmax", never_nhwc, check_softmax, softmax_layout, emit_softmax, false});
   for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}) {
     rules.push_back({op, never_nhwc, check_reshape, reshape_layout, emit_reshape, false});
