@@ -72,7 +72,8 @@ Status Emitter::define_external() {
         subgraph_, xnn_datatype_fp32, d.size(), d.data(), nullptr, static_cast<uint32_t>(k),
         is_input ? XNN_VALUE_FLAG_EXTERNAL_INPUT : XNN_VALUE_FLAG_EXTERNAL_OUTPUT, &id);
     if (st != xnn_status_success) {
-      return internal_error("xnn_define_tensor_value for '" + graph().value(v).name + "': " + xnn_status_name(st));
+      return internal_error("xnn_define_tensor_value for '" + graph().value(v).name +
+                            "': " + xnn_status_name(st));
     }
     ids_[v] = id;
   }
@@ -87,7 +88,8 @@ Status Emitter::emit_all() {
     if (const int x = plan_.hardswish_input(n); x >= 0) {  // a written-out HardSwish
       TESSERA_ASSIGN_OR_RETURN(uint32_t in, value(x));
       TESSERA_ASSIGN_OR_RETURN(uint32_t out, output(node));
-      TESSERA_RETURN_IF_ERROR(check(xnn_define_hardswish(subgraph_, in, out, 0), node, "xnn_define_hardswish"));
+      TESSERA_RETURN_IF_ERROR(
+          check(xnn_define_hardswish(subgraph_, in, out, 0), node, "xnn_define_hardswish"));
       continue;
     }
     const OpRule* rule = find_rule(node);
@@ -99,7 +101,9 @@ Status Emitter::emit_all() {
 
 Result<uint32_t> Emitter::value(int v) {
   auto it = ids_.find(v);
-  if (it == ids_.end()) return internal_error("XNNPACK subgraph: value '" + graph().value(v).name + "' used before defined");
+  if (it == ids_.end())
+    return internal_error("XNNPACK subgraph: value '" + graph().value(v).name +
+                          "' used before defined");
   return it->second;
 }
 
@@ -117,7 +121,8 @@ Result<uint32_t> Emitter::operand(int v, int out_rank) {
   const bool out_nhwc = nhwc_ && out_rank == 4;
   if (val.constant) {
     const Tensor& t = *val.constant;
-    if (t.dtype() != DType::kFloat32) return unimplemented("constant '" + val.name + "' is not float32");
+    if (t.dtype() != DType::kFloat32)
+      return unimplemented("constant '" + val.name + "' is not float32");
     std::vector<int64_t> e = expand_rank(t.dims(), out_rank);
     std::vector<float> data(t.data<float>(), t.data<float>() + t.numel());
     if (out_nhwc) {
@@ -132,20 +137,24 @@ Result<uint32_t> Emitter::operand(int v, int out_rank) {
   std::vector<size_t> d = to_sizes(to_nhwc(expand_rank(dims(v), out_rank)));
   TESSERA_ASSIGN_OR_RETURN(uint32_t out, internal(d));
   xnn_status st = xnn_define_static_reshape(subgraph_, d.size(), d.data(), id, out, 0);
-  if (st != xnn_status_success) return internal_error(std::string("xnn_define_static_reshape: ") + xnn_status_name(st));
+  if (st != xnn_status_success)
+    return internal_error(std::string("xnn_define_static_reshape: ") + xnn_status_name(st));
   return out;
 }
 
-Result<uint32_t> Emitter::constant(const std::vector<size_t>& dims, const std::vector<float>& data) {
+Result<uint32_t> Emitter::constant(const std::vector<size_t>& dims,
+                                   const std::vector<float>& data) {
   size_t count = 1;
   for (size_t d : dims) count *= d;
-  if (data.size() != count) return internal_error("XNNPACK constant: data size does not match its dims");
+  if (data.size() != count)
+    return internal_error("XNNPACK constant: data size does not match its dims");
   float* p = store_.allocate(count);
   std::memcpy(p, data.data(), count * sizeof(float));
   uint32_t id = 0;
   xnn_status st = xnn_define_tensor_value(subgraph_, xnn_datatype_fp32, dims.size(), dims.data(), p,
                                           XNN_INVALID_VALUE_ID, 0, &id);
-  if (st != xnn_status_success) return internal_error(std::string("xnn_define_tensor_value: ") + xnn_status_name(st));
+  if (st != xnn_status_success)
+    return internal_error(std::string("xnn_define_tensor_value: ") + xnn_status_name(st));
   return id;
 }
 
@@ -157,9 +166,10 @@ Result<uint32_t> Emitter::channel_constant(const std::vector<float>& values, int
 
 Result<uint32_t> Emitter::internal(const std::vector<size_t>& dims) {
   uint32_t id = 0;
-  xnn_status st = xnn_define_tensor_value(subgraph_, xnn_datatype_fp32, dims.size(), dims.data(), nullptr,
-                                          XNN_INVALID_VALUE_ID, 0, &id);
-  if (st != xnn_status_success) return internal_error(std::string("xnn_define_tensor_value: ") + xnn_status_name(st));
+  xnn_status st = xnn_define_tensor_value(subgraph_, xnn_datatype_fp32, dims.size(), dims.data(),
+                                          nullptr, XNN_INVALID_VALUE_ID, 0, &id);
+  if (st != xnn_status_success)
+    return internal_error(std::string("xnn_define_tensor_value: ") + xnn_status_name(st));
   return id;
 }
 

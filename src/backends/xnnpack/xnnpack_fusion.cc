@@ -17,7 +17,8 @@ std::optional<float> scalar_constant(const Graph& g, int v) {
 
 // Constant v as one value per channel of an output of dims `out` whose channels are on `axis`:
 // a scalar, or a tensor of 1s except the channel dim; nullopt when v is neither.
-std::optional<std::vector<double>> channel_values(const Graph& g, int v, const std::vector<int64_t>& out, int axis) {
+std::optional<std::vector<double>> channel_values(const Graph& g, int v,
+                                                  const std::vector<int64_t>& out, int axis) {
   const auto& c = g.value(v).constant;
   if (!c || c->dtype() != DType::kFloat32) return std::nullopt;
   const int64_t channels = out[axis];
@@ -34,15 +35,17 @@ std::optional<std::vector<double>> channel_values(const Graph& g, int v, const s
 
 bool all_finite(const Affine& a) {
   auto finite = [](double x) { return std::isfinite(x); };
-  return std::all_of(a.scale.begin(), a.scale.end(), finite) && std::all_of(a.shift.begin(), a.shift.end(), finite);
+  return std::all_of(a.scale.begin(), a.scale.end(), finite) &&
+         std::all_of(a.shift.begin(), a.shift.end(), finite);
 }
 
 // a followed by the affine tail node k (whose input from the chain is value v), or nullopt.
-std::optional<Affine> compose(const Graph& g, const Node& k, int v, const std::vector<int64_t>& out, int axis,
-                              bool is_conv, Affine a) {
+std::optional<Affine> compose(const Graph& g, const Node& k, int v, const std::vector<int64_t>& out,
+                              int axis, bool is_conv, Affine a) {
   const size_t m = a.scale.size();
   if (k.op_type == "BatchNormalization") {
-    if (!is_conv || k.inputs[0] != v || k.attr_int("training_mode", 0) != 0 || k.inputs.size() < 5) return std::nullopt;
+    if (!is_conv || k.inputs[0] != v || k.attr_int("training_mode", 0) != 0 || k.inputs.size() < 5)
+      return std::nullopt;
     std::vector<std::vector<double>> p;
     for (int i = 1; i <= 4; ++i) {
       auto vals = channel_values(g, k.inputs[i], {out[axis]}, 0);
@@ -58,7 +61,8 @@ std::optional<Affine> compose(const Graph& g, const Node& k, int v, const std::v
     return a;
   }
   const std::string& op = k.op_type;
-  if ((op != "Add" && op != "Sub" && op != "Mul" && op != "Div") || k.inputs.size() != 2) return std::nullopt;
+  if ((op != "Add" && op != "Sub" && op != "Mul" && op != "Div") || k.inputs.size() != 2)
+    return std::nullopt;
   if (k.inputs[0] == k.inputs[1]) return std::nullopt;
   const bool first = k.inputs[0] == v;
   auto vals = channel_values(g, k.inputs[first ? 1 : 0], out, axis);
@@ -87,7 +91,8 @@ std::optional<Affine> compose(const Graph& g, const Node& k, int v, const std::v
 
 }  // namespace
 
-FusionPlan::FusionPlan(const SubGraph& sg) : sg_(sg), g_(sg.graph()), absorbed_(sg.graph().num_nodes(), false) {
+FusionPlan::FusionPlan(const SubGraph& sg)
+    : sg_(sg), g_(sg.graph()), absorbed_(sg.graph().num_nodes(), false) {
   plan_hardswish();
   plan_affine_tails();
   plan_affine_heads();
@@ -142,7 +147,8 @@ int FusionPlan::emitter_of(int v) const {
 void FusionPlan::plan_hardswish() {
   auto producer_in_sg = [&](int v, const char* op) -> int {
     const int p = g_.value(v).producer;
-    if (p < 0 || !sg_.nodes().contains(p) || g_.node(p).op_type != op || !single_internal_use(v)) return -1;
+    if (p < 0 || !sg_.nodes().contains(p) || g_.node(p).op_type != op || !single_internal_use(v))
+      return -1;
     return p;
   };
   for (int d : sg_.nodes()) {
@@ -238,7 +244,8 @@ void FusionPlan::plan_affine_heads() {
     }
     if (axis < 0) continue;
     const size_t channels = static_cast<size_t>(in[axis]);
-    Affine a{std::vector<double>(channels, 1.0), std::vector<double>(channels, 0.0)};  // input = a(v)
+    Affine a{std::vector<double>(channels, 1.0),
+             std::vector<double>(channels, 0.0)};  // input = a(v)
     int v = node.inputs[0];
     bool folded = false;
     while (single_internal_use(v)) {

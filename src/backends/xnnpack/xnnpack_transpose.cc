@@ -16,7 +16,8 @@ struct TransposeJob {
 };
 
 // dst[c * rows + r] = src[r * cols + c] over a 4 x 4 block at (r, c).
-inline void transpose4x4(const float* src, float* dst, size_t r, size_t c, size_t rows, size_t cols) {
+inline void transpose4x4(const float* src, float* dst, size_t r, size_t c, size_t rows,
+                         size_t cols) {
 #if defined(__SSE2__)
   __m128 a = _mm_loadu_ps(src + r * cols + c), b = _mm_loadu_ps(src + (r + 1) * cols + c);
   __m128 x = _mm_loadu_ps(src + (r + 2) * cols + c), y = _mm_loadu_ps(src + (r + 3) * cols + c);
@@ -53,14 +54,14 @@ void transpose_tile(void* context, size_t b, size_t r0, size_t c0, size_t nr, si
 
 }  // namespace
 
-void transpose_batched(const float* src, float* dst, int64_t batch, int64_t rows, int64_t cols, pthreadpool_t pool,
-                       bool yield) {
+void transpose_batched(const float* src, float* dst, int64_t batch, int64_t rows, int64_t cols,
+                       pthreadpool_t pool, bool yield) {
   TransposeJob job{src, dst, static_cast<size_t>(rows), static_cast<size_t>(cols)};
   // Tiles of 128 x 128 (64 KiB in, 64 KiB out: within L2).
   const size_t tile_rows = std::min<size_t>(job.rows, 128);
   const size_t tile_cols = std::min<size_t>(job.cols, 128);
-  pthreadpool_parallelize_3d_tile_2d(pool, transpose_tile, &job, static_cast<size_t>(batch), job.rows, job.cols,
-                                     tile_rows, tile_cols,
+  pthreadpool_parallelize_3d_tile_2d(pool, transpose_tile, &job, static_cast<size_t>(batch),
+                                     job.rows, job.cols, tile_rows, tile_cols,
                                      yield ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
 }
 
