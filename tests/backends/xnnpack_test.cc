@@ -185,6 +185,26 @@ TEST_F(XnnpackTest, ClassifierHeadMatchesReference) {
   expect_matches_reference(net, 1e-5);
 }
 
+// Pooling windows that hang over the end (ceil_mode), with and without padding: XNNPACK gets the
+// end padding that reproduces ONNX's output size; averages count only positions in the input.
+TEST_F(XnnpackTest, CeilModePoolingMatchesReference) {
+  Net net(17);
+  int x = net.input({2, 5, 13, 10});
+  auto pool = [&](const char* op, int64_t k, int64_t s, int64_t p, int64_t count_pad) {
+    std::map<std::string, Attribute> attrs = {{"kernel_shape", Attribute::of_ints({k, k})},
+                                              {"strides", Attribute::of_ints({s, s})},
+                                              {"pads", Attribute::of_ints({p, p, p, p})},
+                                              {"ceil_mode", Attribute::of_int(1)}};
+    if (std::string(op) == "AveragePool") attrs["count_include_pad"] = Attribute::of_int(count_pad);
+    return net.node(op, {x}, attrs);
+  };
+  ASSERT_TRUE(net.finish({pool("MaxPool", 3, 2, 1, 0), pool("MaxPool", 2, 2, 0, 0),
+                          pool("AveragePool", 3, 2, 1, 0), pool("AveragePool", 2, 2, 0, 1),
+                          pool("AveragePool", 3, 3, 0, 0)})
+                  .ok());
+  expect_matches_reference(net, 1e-5);
+}
+
 // A subgraph without spatial ops stays in NCHW: a 4-D softmax is fine there, as are sequence
 // matmuls; the input's buffer has no slack after the data (256 bytes), so it is copied.
 TEST_F(XnnpackTest, PlainSubgraphMatchesReference) {
