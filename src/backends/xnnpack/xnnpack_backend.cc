@@ -6,7 +6,6 @@
 // (dtypes, static shapes, unused extra outputs), the subgraph layout rule and the claims.
 #include <xnnpack.h>
 
-
 #include "backends/backend.h"
 #include "backends/xnnpack/xnnpack_kernel.h"
 #include "backends/xnnpack/xnnpack_rules.h"
@@ -19,9 +18,12 @@ using xnnpack::NodeView;
 using xnnpack::OpRule;
 
 Status check_value(const Node& node, const Value& v, const char* role) {
-  if (!v.type.is_static()) return unimplemented(node.describe() + ": dynamic shape of " + role + " '" + v.name + "'");
-  if (v.type.rank() > XNN_MAX_TENSOR_DIMS) return unimplemented(node.describe() + ": more than 6 dims");
-  if (shape_numel(v.type.static_dims()) == 0) return unimplemented(node.describe() + ": empty tensor '" + v.name + "'");
+  if (!v.type.is_static())
+    return unimplemented(node.describe() + ": dynamic shape of " + role + " '" + v.name + "'");
+  if (v.type.rank() > XNN_MAX_TENSOR_DIMS)
+    return unimplemented(node.describe() + ": more than 6 dims");
+  if (shape_numel(v.type.static_dims()) == 0)
+    return unimplemented(node.describe() + ": empty tensor '" + v.name + "'");
   return Status();
 }
 
@@ -56,10 +58,12 @@ class XnnpackBackend final : public Backend {
     const Node& node = g.node(n);
     const OpRule* rule = find_rule(node);
     if (!rule) return unimplemented("op '" + node.op_type + "' has no XNNPACK mapping");
-    if (node.outputs.empty() || node.outputs[0] == kNoValue) return unimplemented(node.describe() + ": no output");
+    if (node.outputs.empty() || node.outputs[0] == kNoValue)
+      return unimplemented(node.describe() + ": no output");
     const Value& out = g.value(node.outputs[0]);
     TESSERA_RETURN_IF_ERROR(check_value(node, out, "output"));
-    if (out.type.dtype != DType::kFloat32) return unimplemented(node.describe() + ": output is not float32");
+    if (out.type.dtype != DType::kFloat32)
+      return unimplemented(node.describe() + ": output is not float32");
     for (size_t o = 1; o < node.outputs.size(); ++o) {
       const int v = node.outputs[o];
       if (v != kNoValue && (!g.value(v).consumers.empty() || g.value(v).is_graph_output)) {
@@ -67,9 +71,11 @@ class XnnpackBackend final : public Backend {
       }
     }
     for (int v : node.inputs) {
-      if (v == kNoValue || g.value(v).constant) continue;  // constants: the op's check looks at them
+      if (v == kNoValue || g.value(v).constant)
+        continue;  // constants: the op's check looks at them
       TESSERA_RETURN_IF_ERROR(check_value(node, g.value(v), "input"));
-      if (g.value(v).type.dtype != DType::kFloat32) return unimplemented(node.describe() + ": input is not float32");
+      if (g.value(v).type.dtype != DType::kFloat32)
+        return unimplemented(node.describe() + ": input is not float32");
     }
     return rule->check(NodeView{g, node});
   }
@@ -82,24 +88,28 @@ class XnnpackBackend final : public Backend {
       const Node& node = sg.graph().node(n);
       const OpRule* rule = find_rule(node);
       if (!rule) return unimplemented("op '" + node.op_type + "' has no XNNPACK mapping");
-      if (rule->check_layout) TESSERA_RETURN_IF_ERROR(rule->check_layout(NodeView{sg.graph(), node}, nhwc));
+      if (rule->check_layout)
+        TESSERA_RETURN_IF_ERROR(rule->check_layout(NodeView{sg.graph(), node}, nhwc));
     }
     return Status();
   }
 
   std::vector<std::string> claimed_patterns() const override {
-    return {// single ops
-            "Conv", "ConvTranspose", "MatMul", "Gemm", "MaxPool", "AveragePool", "GlobalAveragePool",
-            "GlobalMaxPool", "BatchNormalization", "Softmax", "Concat", "Resize", "Relu", "Clip", "HardSigmoid",
-            "HardSwish", "Sigmoid", "LeakyRelu", "Elu", "Sqrt", "Abs", "Neg", "Add", "Sub", "Mul", "Div", "Max",
-            "Min", "PRelu",
-            // chains: Relu / Clip fuse into the producer's output range; the rest run in one runtime
-            "Conv+Relu", "Conv+Clip", "Conv+HardSwish", "Conv+HardSigmoid", "Conv+Sigmoid", "Conv+Add",
-            "Conv+Add+Relu", "Conv+Mul", "ConvTranspose+Relu", "MatMul+Add", "Gemm+Relu", "MaxPool+Relu",
-            "GlobalAveragePool+HardSigmoid", "BatchNormalization+Relu", "Add+Relu", "Mul+Add"};
+    return {
+        // single ops
+        "Conv", "ConvTranspose", "MatMul", "Gemm", "MaxPool", "AveragePool", "GlobalAveragePool",
+        "GlobalMaxPool", "BatchNormalization", "Softmax", "Concat", "Resize", "Relu", "Clip",
+        "HardSigmoid", "HardSwish", "Sigmoid", "LeakyRelu", "Elu", "Sqrt", "Abs", "Neg", "Add",
+        "Sub", "Mul", "Div", "Max", "Min", "PRelu",
+        // chains: Relu / Clip fuse into the producer's output range; the rest run in one runtime
+        "Conv+Relu", "Conv+Clip", "Conv+HardSwish", "Conv+HardSigmoid", "Conv+Sigmoid", "Conv+Add",
+        "Conv+Add+Relu", "Conv+Mul", "ConvTranspose+Relu", "MatMul+Add", "Gemm+Relu",
+        "MaxPool+Relu", "GlobalAveragePool+HardSigmoid", "BatchNormalization+Relu", "Add+Relu",
+        "Mul+Add"};
   }
 
-  Result<std::unique_ptr<Kernel>> compile(const SubGraph& sg, const CompileOptions& opts) const override {
+  Result<std::unique_ptr<Kernel>> compile(const SubGraph& sg,
+                                          const CompileOptions& opts) const override {
     TESSERA_RETURN_IF_ERROR(available());
     for (int n : sg.nodes()) TESSERA_RETURN_IF_ERROR(supports(sg.graph(), n));
     TESSERA_RETURN_IF_ERROR(accepts(sg));

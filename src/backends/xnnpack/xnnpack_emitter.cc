@@ -53,41 +53,11 @@ std::vector<float> nchw_to_nhwc(const float* src, const std::vector<int64_t>& d)
 }  // namespace
 
 Emitter::Emitter(const SubGraph& sg, bool nhwc, xnn_subgraph_t subgraph, StaticStore& store)
-    : sg_(sg), nhwc_(nhwc), subgraph_(subgraph), store_(store), skipped_(sg.graph().num_nodes(), false) {
-  plan_clamp_fusion();
-}
+    : sg_(sg), nhwc_(nhwc), subgraph_(subgraph), store_(store), plan_(sg) {}
 
 std::vector<size_t> Emitter::layout_dims(int v) const {
   std::vector<int64_t> d = dims(v);
   return to_sizes(is_nhwc(v) ? to_nhwc(d) : d);
-}
-
-// A Relu or Clip whose input is produced inside by an op that clamps its output, and read by
-// nothing else, becomes that op's output range: one pass over memory less.
-void Emitter::plan_clamp_fusion() {
-  const Graph& g = graph();
-  std::map<int, int> root_of;  // fused clamp node -> the node it fused into
-  for (int n : sg_.nodes()) {
-    const Node& node = g.node(n);
-    if (node.op_type != "Relu" && node.op_type != "Clip") continue;
-    auto r = clamp_range(NodeView{g, node});
-    if (!r.ok()) continue;
-    const int v = node.inputs[0];
-    int p = g.value(v).producer;
-    if (p < 0 || !sg_.nodes().contains(p)) continue;
-    if (g.value(v).consumers.size() != 1) continue;
-    if (std::find(sg_.outputs().begin(), sg_.outputs().end(), v) != sg_.outputs().end()) continue;
-    if (root_of.count(p)) p = root_of[p];
-    const OpRule* rule = find_rule(g.node(p));
-    if (!rule || !rule->has_output_range) continue;
-    Range cur = fused_range_.count(p) ? fused_range_[p] : Range{};
-    Range next{std::max(cur.min, r->min), std::min(cur.max, r->max)};
-    if (!(next.min < next.max)) continue;  // XNNPACK needs a non-empty range
-    fused_range_[p] = next;
-    fused_clamp_of_[p] = n;
-    root_of[n] = p;
-    skipped_[n] = true;
-  }
 }
 
 Status Emitter::define_external() {
@@ -102,7 +72,8 @@ Status Emitter::define_external() {
         subgraph_, xnn_datatype_fp32, d.size(), d.data(), nullptr, static_cast<uint32_t>(k),
         is_input ? XNN_VALUE_FLAG_EXTERNAL_INPUT : XNN_VALUE_FLAG_EXTERNAL_OUTPUT, &id);
     if (st != xnn_status_success) {
-      return internal_error("xnn_define_tensor_value for '" + graph().value(v).name + "': " + xnn_status_name(st));
+      return internal_error("xnn_define_tensor_value for '" + graph().value(v).name +
+                            "': " + xnn_status_name(st));
     }
     ids_[v] = id;
   }
@@ -112,8 +83,15 @@ Status Emitter::define_external() {
 Status Emitter::emit_all() {
   TESSERA_RETURN_IF_ERROR(define_external());
   for (int n : sg_.nodes()) {
-    if (skipped_[n]) continue;
+    if (plan_.absorbed(n)) continue;
     const Node& node = graph().node(n);
+    if (const int x = plan_.hardswish_input(n); x >= 0) {  // a written-out HardSwish
+      TESSERA_ASSIGN_OR_RETURN(uint32_t in, value(x));
+      TESSERA_ASSIGN_OR_RETURN(uint32_t out, output(node));
+      TESSERA_RETURN_IF_ERROR(
+          check(xnn_define_hardswish(subgraph_, in, out, 0), node, "xnn_define_hardswish"));
+      continue;
+    }
     const OpRule* rule = find_rule(node);
     if (!rule) return unimplemented(node.describe() + ": not an XNNPACK op");
     TESSERA_RETURN_IF_ERROR(rule->emit(*this, node));
@@ -123,15 +101,14 @@ Status Emitter::emit_all() {
 
 Result<uint32_t> Emitter::value(int v) {
   auto it = ids_.find(v);
-  if (it == ids_.end()) return internal_error("XNNPACK subgraph: value '" + graph().value(v).name + "' used before defined");
+  if (it == ids_.end())
+    return internal_error("XNNPACK subgraph: value '" + graph().value(v).name +
+                          "' used before defined");
   return it->second;
 }
 
 Result<uint32_t> Emitter::output(const Node& n, int o) {
-  const int index = static_cast<int>(&n - graph().nodes().data());
-  int v = n.outputs[o];
-  auto fused = fused_clamp_of_.find(index);
-  if (o == 0 && fused != fused_clamp_of_.end()) v = graph().node(fused->second).outputs[0];
+  const int v = o == 0 ? plan_.final_value(index_of(n)) : n.outputs[o];
   auto it = ids_.find(v);
   if (it != ids_.end()) return it->second;  // a subgraph output
   TESSERA_ASSIGN_OR_RETURN(uint32_t id, internal(layout_dims(v)));
@@ -139,18 +116,13 @@ Result<uint32_t> Emitter::output(const Node& n, int o) {
   return id;
 }
 
-Range Emitter::range(const Node& n) const {
-  const int index = static_cast<int>(&n - graph().nodes().data());
-  auto it = fused_range_.find(index);
-  return it == fused_range_.end() ? Range{} : it->second;
-}
-
 Result<uint32_t> Emitter::operand(int v, int out_rank) {
   const Value& val = graph().value(v);
   const bool out_nhwc = nhwc_ && out_rank == 4;
   if (val.constant) {
     const Tensor& t = *val.constant;
-    if (t.dtype() != DType::kFloat32) return unimplemented("constant '" + val.name + "' is not float32");
+    if (t.dtype() != DType::kFloat32)
+      return unimplemented("constant '" + val.name + "' is not float32");
     std::vector<int64_t> e = expand_rank(t.dims(), out_rank);
     std::vector<float> data(t.data<float>(), t.data<float>() + t.numel());
     if (out_nhwc) {
@@ -165,20 +137,24 @@ Result<uint32_t> Emitter::operand(int v, int out_rank) {
   std::vector<size_t> d = to_sizes(to_nhwc(expand_rank(dims(v), out_rank)));
   TESSERA_ASSIGN_OR_RETURN(uint32_t out, internal(d));
   xnn_status st = xnn_define_static_reshape(subgraph_, d.size(), d.data(), id, out, 0);
-  if (st != xnn_status_success) return internal_error(std::string("xnn_define_static_reshape: ") + xnn_status_name(st));
+  if (st != xnn_status_success)
+    return internal_error(std::string("xnn_define_static_reshape: ") + xnn_status_name(st));
   return out;
 }
 
-Result<uint32_t> Emitter::constant(const std::vector<size_t>& dims, const std::vector<float>& data) {
+Result<uint32_t> Emitter::constant(const std::vector<size_t>& dims,
+                                   const std::vector<float>& data) {
   size_t count = 1;
   for (size_t d : dims) count *= d;
-  if (data.size() != count) return internal_error("XNNPACK constant: data size does not match its dims");
+  if (data.size() != count)
+    return internal_error("XNNPACK constant: data size does not match its dims");
   float* p = store_.allocate(count);
   std::memcpy(p, data.data(), count * sizeof(float));
   uint32_t id = 0;
   xnn_status st = xnn_define_tensor_value(subgraph_, xnn_datatype_fp32, dims.size(), dims.data(), p,
                                           XNN_INVALID_VALUE_ID, 0, &id);
-  if (st != xnn_status_success) return internal_error(std::string("xnn_define_tensor_value: ") + xnn_status_name(st));
+  if (st != xnn_status_success)
+    return internal_error(std::string("xnn_define_tensor_value: ") + xnn_status_name(st));
   return id;
 }
 
@@ -190,9 +166,10 @@ Result<uint32_t> Emitter::channel_constant(const std::vector<float>& values, int
 
 Result<uint32_t> Emitter::internal(const std::vector<size_t>& dims) {
   uint32_t id = 0;
-  xnn_status st = xnn_define_tensor_value(subgraph_, xnn_datatype_fp32, dims.size(), dims.data(), nullptr,
-                                          XNN_INVALID_VALUE_ID, 0, &id);
-  if (st != xnn_status_success) return internal_error(std::string("xnn_define_tensor_value: ") + xnn_status_name(st));
+  xnn_status st = xnn_define_tensor_value(subgraph_, xnn_datatype_fp32, dims.size(), dims.data(),
+                                          nullptr, XNN_INVALID_VALUE_ID, 0, &id);
+  if (st != xnn_status_success)
+    return internal_error(std::string("xnn_define_tensor_value: ") + xnn_status_name(st));
   return id;
 }
 

@@ -12,6 +12,7 @@
 #include <map>
 #include <vector>
 
+#include "backends/xnnpack/xnnpack_fusion.h"
 #include "backends/xnnpack/xnnpack_rules.h"
 #include "ir/subgraph.h"
 
@@ -31,7 +32,7 @@ const char* xnn_status_name(xnn_status st);
 
 class Emitter {
  public:
-  // Plans clamp fusion; defines nothing yet.
+  // Plans the folds (FusionPlan); defines nothing yet.
   Emitter(const SubGraph& sg, bool nhwc, xnn_subgraph_t subgraph, StaticStore& store);
 
   // Defines the external values and emits every node of the subgraph in order.
@@ -48,10 +49,16 @@ class Emitter {
 
   // The XNNPACK value of non-constant value v: a subgraph input or an output emitted before.
   Result<uint32_t> value(int v);
-  // The XNNPACK value node n writes its output o to (the fused Relu/Clip's output if any).
+  // The XNNPACK value node n writes its output o to (the last folded node's output if any).
   Result<uint32_t> output(const Node& n, int o = 0);
-  // The clamp range of node n's output o from a fused Relu/Clip; (-inf, inf) when none.
-  Range range(const Node& n) const;
+  // The clamp range of node n's output from a folded Relu/Clip; (-inf, inf) when none.
+  Range range(const Node& n) const { return plan_.range(index_of(n)); }
+  // The per-channel affine tail folded into node n's weights, or nullptr.
+  const Affine* affine(const Node& n) const { return plan_.affine(index_of(n)); }
+  // The per-channel affine head folded into node n's input, or nullptr; node n then reads
+  // input_value(n) instead of its input 0.
+  const Affine* input_affine(const Node& n) const { return plan_.input_affine(index_of(n)); }
+  int input_value(const Node& n) const { return plan_.input_value(index_of(n)); }
   // Operand v of a broadcasting op whose output has rank out_rank, in that output's layout:
   // constants are expanded to out_rank and permuted at compile time; a lower-rank computed
   // operand of an NHWC output is reshaped (the checks allow only reshapes that keep the data).
@@ -68,16 +75,14 @@ class Emitter {
 
  private:
   Status define_external();
-  void plan_clamp_fusion();
+  int index_of(const Node& n) const { return static_cast<int>(&n - graph().nodes().data()); }
 
   const SubGraph& sg_;
   bool nhwc_;
   xnn_subgraph_t subgraph_;
   StaticStore& store_;
-  std::map<int, uint32_t> ids_;        // graph value -> XNNPACK value
-  std::map<int, int> fused_clamp_of_;  // producer node -> the Relu/Clip node fused into it
-  std::map<int, Range> fused_range_;   // producer node -> the clamp range of its output
-  std::vector<bool> skipped_;          // per graph node: a Relu/Clip fused into its producer
+  FusionPlan plan_;
+  std::map<int, uint32_t> ids_;  // graph value -> XNNPACK value
 };
 
 }  // namespace tessera::xnnpack

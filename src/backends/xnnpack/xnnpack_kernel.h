@@ -26,7 +26,8 @@ class XnnpackKernel final : public Kernel {
   static Result<std::unique_ptr<Kernel>> create(const SubGraph& sg, bool nhwc, int threads);
   ~XnnpackKernel() override;
 
-  Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs, KernelRunContext& ctx) override;
+  Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
+             KernelRunContext& ctx) override;
 
  private:
   // A boundary value: its NCHW dims outside, whether it is NHWC inside, its staging buffer.

@@ -21,7 +21,9 @@ const Tensor* NodeView::constant(int i) const {
   return c ? &*c : nullptr;
 }
 
-Status NodeView::reject(const std::string& why) const { return unimplemented(node.describe() + ": " + why); }
+Status NodeView::reject(const std::string& why) const {
+  return unimplemented(node.describe() + ": " + why);
+}
 
 Status require_float_constant(const NodeView& n, int i, const char* what) {
   const Tensor* t = n.constant(i);
@@ -30,14 +32,16 @@ Status require_float_constant(const NodeView& n, int i, const char* what) {
   return Status();
 }
 
-Result<std::vector<int64_t>> broadcast_dims(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+Result<std::vector<int64_t>> broadcast_dims(const std::vector<int64_t>& a,
+                                            const std::vector<int64_t>& b) {
   const size_t rank = std::max(a.size(), b.size());
   std::vector<int64_t> out(rank);
   for (size_t k = 0; k < rank; ++k) {
     const int64_t x = k + a.size() < rank ? 1 : a[k + a.size() - rank];
     const int64_t y = k + b.size() < rank ? 1 : b[k + b.size() - rank];
     if (x != y && x != 1 && y != 1) {
-      return invalid_argument("shapes " + dims_to_string(a) + " and " + dims_to_string(b) + " do not broadcast");
+      return invalid_argument("shapes " + dims_to_string(a) + " and " + dims_to_string(b) +
+                              " do not broadcast");
     }
     out[k] = x == 1 ? y : x;
   }

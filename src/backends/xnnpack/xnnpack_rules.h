@@ -46,7 +46,9 @@ struct NodeView {
   const Tensor* constant(int i) const;
   std::vector<int64_t> input_dims(int i) const { return input(i).type.static_dims(); }
   int input_rank(int i) const { return input(i).type.rank(); }
-  std::vector<int64_t> output_dims(int o = 0) const { return g.value(node.outputs[o]).type.static_dims(); }
+  std::vector<int64_t> output_dims(int o = 0) const {
+    return g.value(node.outputs[o]).type.static_dims();
+  }
   int output_rank(int o = 0) const { return g.value(node.outputs[o]).type.rank(); }
   // "Conv 'name': <why>" as an unimplemented Status.
   Status reject(const std::string& why) const;
@@ -72,14 +74,15 @@ const OpRule* find_rule(const Node& n);
 std::vector<std::string> rule_ops();
 
 // The families of the table, one file each.
-void add_nn_rules(std::vector<OpRule>& rules);           // Conv, ConvTranspose, MatMul, Gemm, pools, BN
+void add_nn_rules(std::vector<OpRule>& rules);  // Conv, ConvTranspose, MatMul, Gemm, pools, BN
 void add_elementwise_rules(std::vector<OpRule>& rules);  // unary and binary elementwise ops
 void add_tensor_rules(std::vector<OpRule>& rules);       // Concat, Resize, Softmax, reshapes
 
 // Shared by the checks: a constant operand of float32 type, or an error naming input i.
 Status require_float_constant(const NodeView& n, int i, const char* what);
 // Numpy broadcast of two shapes, or an error.
-Result<std::vector<int64_t>> broadcast_dims(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
+Result<std::vector<int64_t>> broadcast_dims(const std::vector<int64_t>& a,
+                                            const std::vector<int64_t>& b);
 // The clamp of a Relu or Clip node (Clip bounds must be constant), or an error.
 Result<Range> clamp_range(const NodeView& n);
 inline bool never_nhwc(const Node&) { return false; }

@@ -17,9 +17,12 @@ Status require_computed_input(const NodeView& n) {
 Range intersect(Range a, Range b) { return {std::max(a.min, b.min), std::min(a.max, b.max)}; }
 
 // dims of all ones matching value v's layout rank (for scalar constants).
-std::vector<size_t> ones_like(const Emitter& e, int v) { return std::vector<size_t>(e.layout_dims(v).size(), 1); }
+std::vector<size_t> ones_like(const Emitter& e, int v) {
+  return std::vector<size_t>(e.layout_dims(v).size(), 1);
+}
 
-// ---- unary ops -------------------------------------------------------------------------------------
+// ---- unary ops
+// -------------------------------------------------------------------------------------
 
 using UnaryFn = xnn_status (*)(xnn_subgraph_t, uint32_t, uint32_t, uint32_t);
 
@@ -47,8 +50,8 @@ Status emit_clamp(Emitter& e, const Node& node) {
 Status emit_leaky_relu(Emitter& e, const Node& node) {
   TESSERA_ASSIGN_OR_RETURN(uint32_t x, e.value(node.inputs[0]));
   TESSERA_ASSIGN_OR_RETURN(uint32_t y, e.output(node));
-  return e.check(xnn_define_leaky_relu(e.subgraph(), node.attr_float("alpha", 0.01f), x, y, 0), node,
-                 "xnn_define_leaky_relu");
+  return e.check(xnn_define_leaky_relu(e.subgraph(), node.attr_float("alpha", 0.01f), x, y, 0),
+                 node, "xnn_define_leaky_relu");
 }
 
 Status check_elu(const NodeView& n) {
@@ -60,34 +63,44 @@ Status check_elu(const NodeView& n) {
 Status emit_elu(Emitter& e, const Node& node) {
   TESSERA_ASSIGN_OR_RETURN(uint32_t x, e.value(node.inputs[0]));
   TESSERA_ASSIGN_OR_RETURN(uint32_t y, e.output(node));
-  return e.check(xnn_define_elu(e.subgraph(), node.attr_float("alpha", 1.0f), x, y, 0), node, "xnn_define_elu");
+  return e.check(xnn_define_elu(e.subgraph(), node.attr_float("alpha", 1.0f), x, y, 0), node,
+                 "xnn_define_elu");
 }
 
 // HardSigmoid: clamp(alpha * x + beta, 0, 1) as a multiply and an add that clamps.
 Status emit_hard_sigmoid(Emitter& e, const Node& node) {
   const int xv = node.inputs[0];
   TESSERA_ASSIGN_OR_RETURN(uint32_t x, e.value(xv));
-  TESSERA_ASSIGN_OR_RETURN(uint32_t alpha, e.constant(ones_like(e, xv), {node.attr_float("alpha", 0.2f)}));
-  TESSERA_ASSIGN_OR_RETURN(uint32_t beta, e.constant(ones_like(e, xv), {node.attr_float("beta", 0.5f)}));
+  TESSERA_ASSIGN_OR_RETURN(uint32_t alpha,
+                           e.constant(ones_like(e, xv), {node.attr_float("alpha", 0.2f)}));
+  TESSERA_ASSIGN_OR_RETURN(uint32_t beta,
+                           e.constant(ones_like(e, xv), {node.attr_float("beta", 0.5f)}));
   TESSERA_ASSIGN_OR_RETURN(uint32_t scaled, e.internal(e.layout_dims(xv)));
   TESSERA_ASSIGN_OR_RETURN(uint32_t y, e.output(node));
   const Range all, r = intersect(Range{0.0f, 1.0f}, e.range(node));
-  TESSERA_RETURN_IF_ERROR(e.check(xnn_define_multiply2(e.subgraph(), all.min, all.max, x, alpha, scaled, 0), node,
-                                  "xnn_define_multiply2"));
-  return e.check(xnn_define_add2(e.subgraph(), r.min, r.max, scaled, beta, y, 0), node, "xnn_define_add2");
+  TESSERA_RETURN_IF_ERROR(
+      e.check(xnn_define_multiply2(e.subgraph(), all.min, all.max, x, alpha, scaled, 0), node,
+              "xnn_define_multiply2"));
+  return e.check(xnn_define_add2(e.subgraph(), r.min, r.max, scaled, beta, y, 0), node,
+                 "xnn_define_add2");
 }
 
-// ---- binary ops ------------------------------------------------------------------------------------
+// ---- binary ops
+// ------------------------------------------------------------------------------------
 
 Status check_binary(const NodeView& n) {
-  if (n.num_inputs() != 2 || !n.has_input(0) || !n.has_input(1)) return n.reject("needs exactly 2 inputs");
-  if (n.constant(0) && n.constant(1)) return n.reject("both inputs are constants (fold them first)");
+  if (n.num_inputs() != 2 || !n.has_input(0) || !n.has_input(1))
+    return n.reject("needs exactly 2 inputs");
+  if (n.constant(0) && n.constant(1))
+    return n.reject("both inputs are constants (fold them first)");
   for (int i = 0; i < 2; ++i) {
-    if (n.constant(i) && n.constant(i)->dtype() != DType::kFloat32) return n.reject("constant input is not float32");
+    if (n.constant(i) && n.constant(i)->dtype() != DType::kFloat32)
+      return n.reject("constant input is not float32");
   }
   auto b = broadcast_dims(n.input_dims(0), n.input_dims(1));
   if (!b.ok()) return n.reject(b.status().message());
-  if (n.node.op_type == "PRelu" && *b != n.input_dims(0)) return n.reject("slope does not broadcast to X");
+  if (n.node.op_type == "PRelu" && *b != n.input_dims(0))
+    return n.reject("slope does not broadcast to X");
   if (n.output_rank() > XNN_MAX_TENSOR_DIMS) return n.reject("more than 6 dims");
   return Status();
 }
@@ -101,17 +114,21 @@ Status binary_layout(const NodeView& n, bool nhwc) {
   for (int i = 0; i < 2; ++i) {
     if (n.constant(i)) continue;
     const int rank = n.input_rank(i);
-    if (out_rank != 4 && rank == 4) return n.reject("4-D operand of a " + std::to_string(out_rank) + "-D result");
+    if (out_rank != 4 && rank == 4)
+      return n.reject("4-D operand of a " + std::to_string(out_rank) + "-D result");
     if (out_rank == 4 && rank < 4) {
       std::vector<int64_t> d = n.input_dims(i);
       d.insert(d.begin(), static_cast<size_t>(4 - rank), 1);
-      if (!nhwc_is_plain(d)) return n.reject("lower-rank operand " + dims_to_string(n.input_dims(i)) + " of an NHWC result");
+      if (!nhwc_is_plain(d))
+        return n.reject("lower-rank operand " + dims_to_string(n.input_dims(i)) +
+                        " of an NHWC result");
     }
   }
   return Status();
 }
 
-using RangedBinaryFn = xnn_status (*)(xnn_subgraph_t, float, float, uint32_t, uint32_t, uint32_t, uint32_t);
+using RangedBinaryFn = xnn_status (*)(xnn_subgraph_t, float, float, uint32_t, uint32_t, uint32_t,
+                                      uint32_t);
 using BinaryFn = xnn_status (*)(xnn_subgraph_t, uint32_t, uint32_t, uint32_t, uint32_t);
 
 Status emit_ranged_binary(Emitter& e, const Node& node, RangedBinaryFn fn, const char* call) {
@@ -144,18 +161,23 @@ Status emit_prelu(Emitter& e, const Node& node) {
   TESSERA_ASSIGN_OR_RETURN(uint32_t scaled, e.internal(d));
   TESSERA_ASSIGN_OR_RETURN(uint32_t y, e.output(node));
   const Range all, r = e.range(node);
-  TESSERA_RETURN_IF_ERROR(e.check(xnn_define_maximum2(e.subgraph(), x, zero, pos, 0), node, "xnn_define_maximum2"));
-  TESSERA_RETURN_IF_ERROR(e.check(xnn_define_minimum2(e.subgraph(), x, zero, neg, 0), node, "xnn_define_minimum2"));
-  TESSERA_RETURN_IF_ERROR(e.check(xnn_define_multiply2(e.subgraph(), all.min, all.max, neg, slope, scaled, 0), node,
-                                  "xnn_define_multiply2"));
-  return e.check(xnn_define_add2(e.subgraph(), r.min, r.max, pos, scaled, y, 0), node, "xnn_define_add2");
+  TESSERA_RETURN_IF_ERROR(
+      e.check(xnn_define_maximum2(e.subgraph(), x, zero, pos, 0), node, "xnn_define_maximum2"));
+  TESSERA_RETURN_IF_ERROR(
+      e.check(xnn_define_minimum2(e.subgraph(), x, zero, neg, 0), node, "xnn_define_minimum2"));
+  TESSERA_RETURN_IF_ERROR(
+      e.check(xnn_define_multiply2(e.subgraph(), all.min, all.max, neg, slope, scaled, 0), node,
+              "xnn_define_multiply2"));
+  return e.check(xnn_define_add2(e.subgraph(), r.min, r.max, pos, scaled, y, 0), node,
+                 "xnn_define_add2");
 }
 
 // Pow with the constant exponent 2 is XNNPACK's square (exact: x * x rounds like pow(x, 2)).
 Status check_pow(const NodeView& n) {
   TESSERA_RETURN_IF_ERROR(require_computed_input(n));
   const Tensor* p = n.constant(1);
-  if (!p || p->numel() != 1 || !dtype_is_float(p->dtype())) return n.reject("exponent must be a constant scalar");
+  if (!p || p->numel() != 1 || !dtype_is_float(p->dtype()))
+    return n.reject("exponent must be a constant scalar");
   if (p->as_double(0) != 2.0) return n.reject("only the exponent 2 (square)");
   auto b = broadcast_dims(n.input_dims(0), n.input_dims(1));
   if (!b.ok() || *b != n.input_dims(0)) return n.reject("exponent broadcasts beyond X");
@@ -175,7 +197,8 @@ Result<Range> clamp_range(const NodeView& n) {
     for (int i = 1; i <= 2; ++i) {
       if (!n.has_input(i)) continue;
       const Tensor* t = n.constant(i);
-      if (!t || t->numel() != 1 || t->dtype() != DType::kFloat32) return n.reject("bounds must be constant float32 scalars");
+      if (!t || t->numel() != 1 || t->dtype() != DType::kFloat32)
+        return n.reject("bounds must be constant float32 scalars");
       (i == 1 ? r.min : r.max) = t->data<float>()[0];
     }
   }
@@ -203,28 +226,29 @@ void add_elementwise_rules(std::vector<OpRule>& rules) {
   rules.push_back({"Clip", never_nhwc, check_clamp, nullptr, emit_clamp, true});
   rules.push_back({"HardSigmoid", never_nhwc, check_unary, nullptr, emit_hard_sigmoid, true});
 
-  rules.push_back({"Add", never_nhwc, check_binary, binary_layout, [](Emitter& e, const Node& n) {
-                     return emit_ranged_binary(e, n, xnn_define_add2, "xnn_define_add2");
-                   }, true});
-  rules.push_back({"Sub", never_nhwc, check_binary, binary_layout, [](Emitter& e, const Node& n) {
-                     return emit_ranged_binary(e, n, xnn_define_subtract, "xnn_define_subtract");
-                   }, true});
-  rules.push_back({"Mul", never_nhwc, check_binary, binary_layout, [](Emitter& e, const Node& n) {
-                     return emit_ranged_binary(e, n, xnn_define_multiply2, "xnn_define_multiply2");
-                   }, true});
-  rules.push_back({"Div", never_nhwc, check_binary, binary_layout, [](Emitter& e, const Node& n) {
-                     return emit_ranged_binary(e, n, xnn_define_divide, "xnn_define_divide");
-                   }, true});
-  rules.push_back({"Max", never_nhwc, check_binary, binary_layout, [](Emitter& e, const Node& n) {
-                     return emit_binary(e, n, xnn_define_maximum2, "xnn_define_maximum2");
-                   }, false});
-  rules.push_back({"Min", never_nhwc, check_binary, binary_layout, [](Emitter& e, const Node& n) {
-                     return emit_binary(e, n, xnn_define_minimum2, "xnn_define_minimum2");
-                   }, false});
+  auto binary = [&rules](const char* op, Status (*emit)(Emitter&, const Node&), bool ranged) {
+    rules.push_back({op, never_nhwc, check_binary, binary_layout, emit, ranged});
+  };
+#define TESSERA_XNN_RANGED_BINARY(op, fn) \
+  binary(                                 \
+      op, [](Emitter& e, const Node& n) { return emit_ranged_binary(e, n, fn, #fn); }, true)
+#define TESSERA_XNN_BINARY(op, fn) \
+  binary(                          \
+      op, [](Emitter& e, const Node& n) { return emit_binary(e, n, fn, #fn); }, false)
+  TESSERA_XNN_RANGED_BINARY("Add", xnn_define_add2);
+  TESSERA_XNN_RANGED_BINARY("Sub", xnn_define_subtract);
+  TESSERA_XNN_RANGED_BINARY("Mul", xnn_define_multiply2);
+  TESSERA_XNN_RANGED_BINARY("Div", xnn_define_divide);
+  TESSERA_XNN_BINARY("Max", xnn_define_maximum2);
+  TESSERA_XNN_BINARY("Min", xnn_define_minimum2);
+#undef TESSERA_XNN_RANGED_BINARY
+#undef TESSERA_XNN_BINARY
   rules.push_back({"PRelu", never_nhwc, check_binary, binary_layout, emit_prelu, true});
-  rules.push_back({"Pow", never_nhwc, check_pow, nullptr, [](Emitter& e, const Node& n) {
+  rules.push_back({"Pow", never_nhwc, check_pow, nullptr,
+                   [](Emitter& e, const Node& n) {
                      return emit_unary(e, n, xnn_define_square, "xnn_define_square");
-                   }, false});
+                   },
+                   false});
 }
 
 }  // namespace tessera::xnnpack

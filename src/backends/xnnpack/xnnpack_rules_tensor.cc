@@ -2,7 +2,7 @@
 //
 // This XNNPACK (2022) has no concatenate or transpose node, so Concat pads every input with zeros
 // to the output's shape (at its offset along the axis) and adds the padded tensors: exact, since
-// x + 0 == x. Nearest-neighbour Resize by integer factors is a broadcast multiply by ones:
+// x + 0 == x. Nearest-neighbour Resize by integer factors is a broadcast multiply by ones (NHWC):
 // x[N,H,1,W,1,C] * 1[1,1,kh,1,kw,1] is the upsampled tensor [N,H*kh,W*kw,C].
 #include <cmath>
 
@@ -18,12 +18,14 @@ Status require_computed_input(const NodeView& n) {
   return Status();
 }
 
-Status reshape(Emitter& e, const Node& node, uint32_t x, const std::vector<size_t>& dims, uint32_t y) {
+Status reshape(Emitter& e, const Node& node, uint32_t x, const std::vector<size_t>& dims,
+               uint32_t y) {
   return e.check(xnn_define_static_reshape(e.subgraph(), dims.size(), dims.data(), x, y, 0), node,
                  "xnn_define_static_reshape");
 }
 
-// ---- Concat ----------------------------------------------------------------------------------------
+// ---- Concat
+// ----------------------------------------------------------------------------------------
 
 Status check_concat(const NodeView& n) {
   if (n.num_inputs() < 1) return n.reject("no inputs");
@@ -32,7 +34,8 @@ Status check_concat(const NodeView& n) {
     if (!n.has_input(i)) return n.reject("omitted input");
     if (n.input_rank(i) != n.output_rank()) return n.reject("inputs of different ranks");
     if (shape_numel(n.input_dims(i)) == 0) return n.reject("empty input");
-    if (n.constant(i) && n.constant(i)->dtype() != DType::kFloat32) return n.reject("constant input is not float32");
+    if (n.constant(i) && n.constant(i)->dtype() != DType::kFloat32)
+      return n.reject("constant input is not float32");
     any_computed = any_computed || !n.constant(i);
   }
   if (!any_computed) return n.reject("all inputs are constants (fold them first)");
@@ -63,8 +66,9 @@ Status emit_concat(Emitter& e, const Node& node) {
     offset += size;
     TESSERA_ASSIGN_OR_RETURN(uint32_t x, e.operand(node.inputs[i], rank));
     TESSERA_ASSIGN_OR_RETURN(uint32_t p, e.internal(yd));
-    TESSERA_RETURN_IF_ERROR(e.check(xnn_define_static_constant_pad(e.subgraph(), pre.data(), post.data(), 0.0f, x, p, 0),
-                                    node, "xnn_define_static_constant_pad"));
+    TESSERA_RETURN_IF_ERROR(e.check(
+        xnn_define_static_constant_pad(e.subgraph(), pre.data(), post.data(), 0.0f, x, p, 0), node,
+        "xnn_define_static_constant_pad"));
     padded.push_back(p);
   }
   const Range all;
@@ -75,15 +79,24 @@ Status emit_concat(Emitter& e, const Node& node) {
       TESSERA_ASSIGN_OR_RETURN(sum, e.internal(yd));
     }
     TESSERA_RETURN_IF_ERROR(
-        e.check(xnn_define_add2(e.subgraph(), all.min, all.max, acc, padded[i], sum, 0), node, "xnn_define_add2"));
+        e.check(xnn_define_add2(e.subgraph(), all.min, all.max, acc, padded[i], sum, 0), node,
+                "xnn_define_add2"));
     acc = sum;
   }
   return Status();
 }
 
-// ---- Resize ----------------------------------------------------------------------------------------
+// ---- Resize
+// ----------------------------------------------------------------------------------------
 
-enum class Coord { kHalfPixel, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfHalfPixelForNn, kOther };
+enum class Coord {
+  kHalfPixel,
+  kPytorchHalfPixel,
+  kAlignCorners,
+  kAsymmetric,
+  kTfHalfPixelForNn,
+  kOther
+};
 
 struct ResizeSpec {
   bool linear = false;
@@ -112,7 +125,9 @@ int64_t nearest_source(const ResizeSpec& s, int a, int64_t o, int opset) {
   switch (s.coord) {
     case Coord::kHalfPixel: x_ori = (x + 0.5) / scale - 0.5; break;
     case Coord::kPytorchHalfPixel: x_ori = out_width == 1.0 ? -0.5 : (x + 0.5) / scale - 0.5; break;
-    case Coord::kAlignCorners: x_ori = out_width == 1.0 ? 0.0 : x * (in - 1) / (out_width - 1); break;
+    case Coord::kAlignCorners:
+      x_ori = out_width == 1.0 ? 0.0 : x * (in - 1) / (out_width - 1);
+      break;
     case Coord::kAsymmetric: x_ori = x / scale; break;
     case Coord::kTfHalfPixelForNn: x_ori = (x + 0.5) / scale; break;
     case Coord::kOther: return -1;
@@ -127,7 +142,10 @@ int64_t nearest_source(const ResizeSpec& s, int a, int64_t o, int opset) {
     bool right = true;
     if (x_ori != ceil_x) {
       const std::string& m = s.nearest_mode;
-      right = m == "round_prefer_ceil" ? ratio >= 0.5 : m == "floor" ? false : m == "ceil" ? true : ratio > 0.5;
+      right = m == "round_prefer_ceil" ? ratio >= 0.5
+              : m == "floor"           ? false
+              : m == "ceil"            ? true
+                                       : ratio > 0.5;
     }
     pick = right ? base + 1 : base;
   }
@@ -140,8 +158,10 @@ Result<ResizeSpec> resize_spec(const NodeView& n) {
   const Node& node = n.node;
   ResizeSpec s;
   const std::string mode = node.attr_string("mode", "nearest");
-  if (mode == "linear" || mode == "bilinear") s.linear = true;
-  else if (mode != "nearest") return n.reject("mode '" + mode + "'");
+  if (mode == "linear" || mode == "bilinear")
+    s.linear = true;
+  else if (mode != "nearest")
+    return n.reject("mode '" + mode + "'");
   if (node.attr_int("antialias", 0) != 0) return n.reject("antialias");
   if (node.has_attr("axes")) return n.reject("the axes attribute");
   s.coord = parse_coord(node);
@@ -150,7 +170,8 @@ Result<ResizeSpec> resize_spec(const NodeView& n) {
   std::vector<double> scales;
   const int scales_input = node.opset < 11 ? 1 : 2;
   for (int i = 1; i < n.num_inputs(); ++i) {
-    if (!n.has_input(i) || (i == 1 && node.opset >= 11)) continue;  // roi matters only for tf_crop_and_resize
+    if (!n.has_input(i) || (i == 1 && node.opset >= 11))
+      continue;  // roi matters only for tf_crop_and_resize
     const Tensor* t = n.constant(i);
     if (!t) return n.reject("scales and sizes must be constants");
     if (i == scales_input && t->numel() > 0) scales = t->to_double_vector();
@@ -163,7 +184,8 @@ Result<ResizeSpec> resize_spec(const NodeView& n) {
     // With scales given, ONNX maps coordinates with them; XNNPACK with in/out: equal only when
     // the scale gives the output size exactly.
     const double scale = scales.empty() ? double(y[2 + a]) / double(x[2 + a]) : scales[2 + a];
-    if (double(x[2 + a]) * scale != double(y[2 + a])) return n.reject("scale does not give an integral output size");
+    if (double(x[2 + a]) * scale != double(y[2 + a]))
+      return n.reject("scale does not give an integral output size");
     s.scale.push_back(scale);
   }
   if (s.linear) {
@@ -193,11 +215,6 @@ Result<ResizeSpec> resize_spec(const NodeView& n) {
   return s;
 }
 
-bool resize_needs_nhwc(const Node& node) {
-  const std::string mode = node.attr_string("mode", "nearest");
-  return mode == "linear" || mode == "bilinear";
-}
-
 Status check_resize(const NodeView& n) { return resize_spec(n).status(); }
 
 Status emit_resize(Emitter& e, const Node& node) {
@@ -209,35 +226,38 @@ Status emit_resize(Emitter& e, const Node& node) {
     uint32_t flags = 0;  // half_pixel: XNNPACK's default mapping
     if (s.coord == Coord::kAlignCorners) flags = XNN_FLAG_ALIGN_CORNERS;
     if (s.coord == Coord::kAsymmetric) flags = XNN_FLAG_TENSORFLOW_LEGACY_MODE;
-    return e.check(xnn_define_static_resize_bilinear_2d(e.subgraph(), size_t(s.out[0]), size_t(s.out[1]), x, y, flags),
+    return e.check(xnn_define_static_resize_bilinear_2d(e.subgraph(), size_t(s.out[0]),
+                                                        size_t(s.out[1]), x, y, flags),
                    node, "xnn_define_static_resize_bilinear_2d");
   }
+  // NHWC (Resize makes its subgraph NHWC): the broadcast's inner loop runs over C.
   const std::vector<size_t> yd = e.layout_dims(node.outputs[0]);
   const size_t kh = size_t(s.out[0] / s.in[0]), kw = size_t(s.out[1] / s.in[1]);
   if (kh == 1 && kw == 1) return reshape(e, node, x, yd, y);
   const std::vector<int64_t> d = e.dims(node.inputs[0]);
   const size_t nb = size_t(d[0]), c = size_t(d[1]), h = size_t(d[2]), w = size_t(d[3]);
-  const bool nhwc = e.is_nhwc(node.inputs[0]);
-  std::vector<size_t> spread = nhwc ? std::vector<size_t>{nb, h, 1, w, 1, c} : std::vector<size_t>{nb, c, h, 1, w, 1};
-  std::vector<size_t> ones = nhwc ? std::vector<size_t>{1, 1, kh, 1, kw, 1} : std::vector<size_t>{1, 1, 1, kh, 1, kw};
-  std::vector<size_t> wide = nhwc ? std::vector<size_t>{nb, h, kh, w, kw, c} : std::vector<size_t>{nb, c, h, kh, w, kw};
+  const std::vector<size_t> spread{nb, h, 1, w, 1, c}, ones{1, 1, kh, 1, kw, 1},
+      wide{nb, h, kh, w, kw, c};
   TESSERA_ASSIGN_OR_RETURN(uint32_t xs, e.internal(spread));
   TESSERA_ASSIGN_OR_RETURN(uint32_t one, e.constant(ones, std::vector<float>(kh * kw, 1.0f)));
   TESSERA_ASSIGN_OR_RETURN(uint32_t up, e.internal(wide));
   TESSERA_RETURN_IF_ERROR(reshape(e, node, x, spread, xs));
   const Range all;
   TESSERA_RETURN_IF_ERROR(
-      e.check(xnn_define_multiply2(e.subgraph(), all.min, all.max, xs, one, up, 0), node, "xnn_define_multiply2"));
+      e.check(xnn_define_multiply2(e.subgraph(), all.min, all.max, xs, one, up, 0), node,
+              "xnn_define_multiply2"));
   return reshape(e, node, up, yd, y);
 }
 
-// ---- Softmax ---------------------------------------------------------------------------------------
+// ---- Softmax
+// ---------------------------------------------------------------------------------------
 
 Status check_softmax(const NodeView& n) {
   TESSERA_RETURN_IF_ERROR(require_computed_input(n));
   const int rank = n.input_rank(0);
   if (rank < 1) return n.reject("scalar input");
-  TESSERA_ASSIGN_OR_RETURN(int axis, normalize_axis(n.node.attr_int("axis", n.node.opset >= 13 ? -1 : 1), rank));
+  TESSERA_ASSIGN_OR_RETURN(
+      int axis, normalize_axis(n.node.attr_int("axis", n.node.opset >= 13 ? -1 : 1), rank));
   if (axis == rank - 1) return Status();
   // Before opset 13 Softmax flattens dims [axis, rank): the last axis alone when the others are 1.
   if (n.node.opset < 13) {
@@ -250,7 +270,8 @@ Status check_softmax(const NodeView& n) {
 }
 
 Status softmax_layout(const NodeView& n, bool nhwc) {
-  if (nhwc && n.input_rank(0) == 4) return n.reject("4-D softmax in an NHWC subgraph (its last axis is C there)");
+  if (nhwc && n.input_rank(0) == 4)
+    return n.reject("4-D softmax in an NHWC subgraph (its last axis is C there)");
   return Status();
 }
 
@@ -267,8 +288,10 @@ Status check_reshape(const NodeView& n) { return require_computed_input(n); }
 // An NHWC value may take part only when its data reads the same in both orders.
 Status reshape_layout(const NodeView& n, bool nhwc) {
   if (!nhwc) return Status();
-  if (n.input_rank(0) == 4 && !nhwc_is_plain(n.input_dims(0))) return n.reject("reshapes an NHWC tensor");
-  if (n.output_rank() == 4 && !nhwc_is_plain(n.output_dims())) return n.reject("reshapes into an NHWC tensor");
+  if (n.input_rank(0) == 4 && !nhwc_is_plain(n.input_dims(0)))
+    return n.reject("reshapes an NHWC tensor");
+  if (n.output_rank() == 4 && !nhwc_is_plain(n.output_dims()))
+    return n.reject("reshapes into an NHWC tensor");
   return Status();
 }
 
@@ -282,7 +305,9 @@ Status emit_reshape(Emitter& e, const Node& node) {
 
 void add_tensor_rules(std::vector<OpRule>& rules) {
   rules.push_back({"Concat", never_nhwc, check_concat, nullptr, emit_concat, false});
-  rules.push_back({"Resize", resize_needs_nhwc, check_resize, nullptr, emit_resize, false});
+  // Resize runs NHWC in both modes: XNNPACK's bilinear resize is NHWC only, and the nearest one's
+  // broadcast would loop over the (tiny) replication factor innermost in NCHW.
+  rules.push_back({"Resize", always_nhwc, check_resize, nullptr, emit_resize, false});
   rules.push_back({"Softmax", never_nhwc, check_softmax, softmax_layout, emit_softmax, false});
   for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}) {
     rules.push_back({op, never_nhwc, check_reshape, reshape_layout, emit_reshape, false});

@@ -10,6 +10,8 @@ namespace tessera::xnnpack {
 
 // dst[b][c][r] = src[b][r][c] for b < batch, r < rows, c < cols. With (rows, cols) = (C, H*W) it
 // turns NCHW into NHWC; with (H*W, C), NHWC into NCHW. pool may be null (the caller's thread).
-void transpose_batched(const float* src, float* dst, int64_t batch, int64_t rows, int64_t cols, pthreadpool_t pool);
+// yield: the pool's workers sleep right after (no spinning while other kernels run).
+void transpose_batched(const float* src, float* dst, int64_t batch, int64_t rows, int64_t cols,
+                       pthreadpool_t pool, bool yield);
 
 }  // namespace tessera::xnnpack
