@@ -203,9 +203,9 @@ TEST(NativeEltwise, ChainWithSeveralOutputsAndConstants) {
 }
 
 TEST(NativeEltwise, LargeOutputsStreamOutUnlessReadBack) {
-  // Above 1M elements outputs nobody reads back are stored non-temporally; y1 is also read.
+  // Above 4M elements outputs nobody reads back are stored non-temporally; y1 is also read.
   TestGraph t;
-  int x = t.input({3, 517, 701}), z = t.input({517, 1});
+  int x = t.input({12, 517, 701}), z = t.input({517, 1});
   int y1 = t.op("Add", {x, z});
   int y2 = t.op("Sigmoid", {t.op("Mul", {y1, x})});
   t.finish({y2, y1});
@@ -293,6 +293,8 @@ TEST(NativeGemm, MatMulShapesBatchingAndBroadcast) {
       {{1, 513}, {513, 97}},
       {{2, 3, 29, 31}, {2, 3, 31, 30}},
       {{3, 1300}, {1300, 70}},
+      {{37, 300}, {300, 1100}},
+      {{200, 300}, {300, 600}},
   };
   for (const auto& [a, b] : shapes) {
     for (bool constant_b : {false, true}) {

@@ -5,15 +5,16 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 
 namespace tessera::native {
 namespace {
 
-struct UnaryInfo {
+struct OpInfo {
   const char* name;
   EwOp op;
 };
-constexpr UnaryInfo kUnary[] = {
+constexpr OpInfo kUnary[] = {
     {"Relu", EwOp::kRelu},
     {"Sigmoid", EwOp::kSigmoid},
     {"Tanh", EwOp::kTanh},
@@ -29,17 +30,17 @@ constexpr UnaryInfo kUnary[] = {
     {"Elu", EwOp::kElu},
     {"Clip", EwOp::kClip},
 };
-constexpr UnaryInfo kBinary[] = {
+constexpr OpInfo kBinary[] = {
     {"Add", EwOp::kAdd}, {"Sub", EwOp::kSub}, {"Mul", EwOp::kMul}, {"Div", EwOp::kDiv},
     {"Pow", EwOp::kPow}, {"Max", EwOp::kMax}, {"Min", EwOp::kMin}, {"PRelu", EwOp::kPRelu},
 };
 
-const UnaryInfo* find_op(const std::string& type, bool& binary) {
+const OpInfo* find_op(const std::string& type, bool& binary) {
   binary = false;
-  for (const UnaryInfo& u : kUnary)
+  for (const OpInfo& u : kUnary)
     if (type == u.name) return &u;
   binary = true;
-  for (const UnaryInfo& b : kBinary)
+  for (const OpInfo& b : kBinary)
     if (type == b.name) return &b;
   return nullptr;
 }
@@ -83,8 +84,8 @@ bool broadcasts_to(const std::vector<int64_t>& in, const std::vector<int64_t>& o
 const std::vector<std::string>& eltwise_op_types() {
   static const std::vector<std::string> types = [] {
     std::vector<std::string> v;
-    for (const UnaryInfo& b : kBinary) v.push_back(b.name);
-    for (const UnaryInfo& u : kUnary) v.push_back(u.name);
+    for (const OpInfo& b : kBinary) v.push_back(b.name);
+    for (const OpInfo& u : kUnary) v.push_back(u.name);
     return v;
   }();
   return types;
@@ -183,20 +184,17 @@ Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& node
       for (size_t i = 1; i < node.inputs.size(); ++i)
         result = emit(op, result, operand(node, static_cast<int>(i)));
     } else if (node.op_type == "Pow" && scalar_constant(g, node.inputs[1])) {
+      // Exponents with a cheaper exact form; others go through exp(e * log x).
+      constexpr std::pair<float, EwOp> kSpecial[] = {{1.0f, EwOp::kCopy},
+                                                     {2.0f, EwOp::kSquare},
+                                                     {3.0f, EwOp::kCube},
+                                                     {0.5f, EwOp::kSqrt},
+                                                     {-1.0f, EwOp::kReciprocal}};
       const float e = *scalar_constant(g, node.inputs[1]);
       const int x = operand(node, 0);
-      if (e == 1.0f)
-        result = emit(EwOp::kCopy, x);
-      else if (e == 2.0f)
-        result = emit(EwOp::kSquare, x);
-      else if (e == 3.0f)
-        result = emit(EwOp::kCube, x);
-      else if (e == 0.5f)
-        result = emit(EwOp::kSqrt, x);
-      else if (e == -1.0f)
-        result = emit(EwOp::kReciprocal, x);
-      else
-        result = emit(EwOp::kPow, x, emit(EwOp::kFill, -1, -1, e));
+      for (const auto& [value, special] : kSpecial)
+        if (e == value && result < 0) result = emit(special, x);
+      if (result < 0) result = emit(EwOp::kPow, x, emit(EwOp::kFill, -1, -1, e));
     } else if (binary) {
       const int a = operand(node, 0);  // inputs are numbered in order of first use
       result = emit(op, a, operand(node, 1));
@@ -310,8 +308,9 @@ Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& node
   std::vector<bool> stored(n_values, false);
   for (int v : p.outputs) stored[v] = true;
   p.slot.assign(n_values, -1);
-  // Large outputs that no instruction reads back are streamed out of a dedicated slot.
-  constexpr int64_t kStreamElements = 1 << 20;
+  // Outputs larger than a good share of L3 (16 MiB) that no instruction reads back are streamed
+  // out of a dedicated slot: their next reader finds them in DRAM anyway.
+  constexpr int64_t kStreamElements = int64_t{1} << 22;
   p.stream_slot.assign(p.outputs.size(), -1);
   for (size_t o = 0; o < p.outputs.size(); ++o) {
     const int v = p.outputs[o];

@@ -122,8 +122,16 @@ void sgemm_batched(const IsaKernels& isa, const GemmShape& s,
   }
 
   const int64_t m_panels = ceil_div(s.m, bl.mr), n_panels = ceil_div(s.n, bl.nr);
+  // A slab spanning several column blocks is packed once, whole, when it fits in kMaxPackedA
+  // floats, rather than once per column block.
+  constexpr int64_t kMaxPackedA = int64_t{1} << 22;
+  const int64_t slab_rows = ceil_div(m_panels, tm) * bl.mr;
+  const bool pack_whole_a =
+      ceil_div(n_panels, tn) * bl.nr > bl.nc && slab_rows * s.k <= kMaxPackedA;
+  const int64_t a_floats =
+      pack_whole_a ? slab_rows * s.k : std::max<int64_t>(bl.mc * kKc, 16384 + bl.mr * kKc);
   parallel(pool, batches * slabs, 1, [&](int64_t t0, int64_t t1) {
-    ScratchBuffer a_pack(std::max<int64_t>(bl.mc * kKc, 16384 + bl.mr * kKc));
+    ScratchBuffer a_pack(a_floats);
     ScratchBuffer hook_scratch(hooks.scratch_floats);
     std::unique_ptr<ScratchBuffer> own_b;
     if (pack_per_task) own_b = std::make_unique<ScratchBuffer>(b_floats);
@@ -142,6 +150,19 @@ void sgemm_batched(const IsaKernels& isa, const GemmShape& s,
       // One row panel (GEMV-like) reuses no B panel across rows: no k blocking then, so each B
       // panel streams through in one piece while the A panel (<= 16K floats) stays in L2.
       const int64_t kc_max = m1 - m0 <= bl.mr ? std::max<int64_t>(kKc, 16384 / bl.mr) : kKc;
+      // Row block ic, k block pc of the packed A: ic blocks are mc (a multiple of mr) rows.
+      auto a_block = [&](int64_t ic, int64_t mc, int64_t pc) {
+        return a_pack.data() + (ic - m0) * s.k + pc * (ceil_div(mc, bl.mr) * bl.mr);
+      };
+      if (pack_whole_a) {
+        for (int64_t ic = m0; ic < m1; ic += bl.mc) {
+          const int64_t mc = std::min(bl.mc, m1 - ic);
+          for (int64_t pc = 0; pc < s.k; pc += kc_max) {
+            pack_a(op.a, s.a_rs, s.a_cs, ic, mc, pc, std::min(kc_max, s.k - pc), bl.mr, s.alpha,
+                   a_block(ic, mc, pc));
+          }
+        }
+      }
       for (int64_t jc = n0; jc < n1; jc += bl.nc) {
         const int64_t nc = std::min(bl.nc, n1 - jc);
         for (int64_t ic = m0; ic < m1; ic += bl.mc) {
@@ -149,15 +170,17 @@ void sgemm_batched(const IsaKernels& isa, const GemmShape& s,
           if (hooks.init) hooks.init(batch, ic, ic + mc, jc, jc + nc, hook_scratch.data());
           for (int64_t pc = 0; pc < s.k; pc += kc_max) {
             const int64_t kc = std::min(kc_max, s.k - pc);
-            pack_a(op.a, s.a_rs, s.a_cs, ic, mc, pc, kc, bl.mr, s.alpha, a_pack.data());
+            const float* ap = pack_whole_a ? a_block(ic, mc, pc) : a_pack.data();
+            if (!pack_whole_a)
+              pack_a(op.a, s.a_rs, s.a_cs, ic, mc, pc, kc, bl.mr, s.alpha, a_pack.data());
             const bool accumulate = pc > 0 || static_cast<bool>(hooks.init);
             for (int64_t jr = jc; jr < jc + nc; jr += bl.nr) {
               const int cols = static_cast<int>(std::min<int64_t>(bl.nr, jc + nc - jr));
               const float* b_block = bp + jr * s.k + pc * bl.nr;
               for (int64_t ir = 0; ir < mc; ir += bl.mr) {
                 const int rows = static_cast<int>(std::min<int64_t>(bl.mr, mc - ir));
-                isa.gemm_micro[rows - 1](kc, a_pack.data() + ir * kc, b_block,
-                                         op.c + (ic + ir) * s.ldc + jr, s.ldc, cols, accumulate);
+                isa.gemm_micro[rows - 1](kc, ap + ir * kc, b_block, op.c + (ic + ir) * s.ldc + jr,
+                                         s.ldc, cols, accumulate);
               }
             }
           }

@@ -185,7 +185,10 @@ void stream_copy(float* dst, const float* src, int64_t n) {
 }
 
 // The output position of flattened element e: per-dim indices.
-inline void unflatten(const EltwiseProgram& p, int64_t e, int64_t* idx) {
+// (A template like everything here: a plain inline function would be one symbol shared by the
+// ISA files, compiled for whichever ISA the linker keeps.)
+template <class S>
+void unflatten(const EltwiseProgram& p, int64_t e, int64_t* idx) {
   for (int d = p.rank - 1; d >= 0; --d) {
     idx[d] = e % p.dims[d];
     e /= p.dims[d];
@@ -242,7 +245,7 @@ void eltwise_run(const EltwiseProgram& p, const EltwiseBuffers& buf, int64_t beg
   int64_t e = begin;
   while (e < end) {
     int64_t idx[kMaxEltwiseRank];
-    unflatten(p, e, idx);
+    unflatten<S>(p, e, idx);
     int64_t n = end - e < tile ? end - e : tile;
     bool one_row = idx[last] + n <= row;
     if (!one_row && row >= p.row_split) {

@@ -2,9 +2,11 @@
 // log, tanh, sigmoid, erf, pow. Accurate to a few ulp (about 1e-7 relative; native_test checks
 // them against std::). Cephes-style range reduction plus polynomials.
 //
-// Only templates here: each ISA file includes this after its `#pragma GCC target`, so every
-// instantiation is compiled for that ISA, and instantiations over an ISA type with internal
-// linkage never collide across files. Include no standard header from here.
+// Only templates here (and in the other simd_*.h): each ISA file includes this after its
+// `#pragma GCC target`, so every instantiation is compiled for that ISA, and instantiations over
+// an ISA type with internal linkage never collide across files. A non-template inline function
+// would be one symbol for all ISA files, compiled for whichever ISA the linker keeps. Include no
+// standard header from here.
 #pragma once
 
 namespace tessera::native::simd {
