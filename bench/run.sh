@@ -2,7 +2,8 @@
 # Benchmarks (what `make bench` runs):
 #   bench/run.sh BUILD_DIR
 # Suites (BENCH_SUITES, default "ocr backends"):
-#   ocr       OCR model latency: tessera (reference backend) next to ONNX Runtime (CPU) at the same
+#   ocr       OCR model latency: tessera (each backend in BENCH_OCR_BACKENDS, default all, with
+#             `tessera run --backend NAME`) next to ONNX Runtime (CPU) at the same
 #             thread count. Writes bench/results/ocr-<time>.json and prints a table with the ratio
 #             tessera/ORT. Environment: BENCH_THREADS (default "1 2"), BENCH_REPEAT (timed runs,
 #             median reported; default 5), BENCH_WARMUP (default 1), BENCH_MODELS (subset of "det rec cls").
@@ -33,7 +34,8 @@ for suite in $SUITES; do
       command -v node >/dev/null 2>&1 || die "node is not installed (make deps)"
       node "$ROOT/bench/ocr_bench.mjs" --tessera "$(cd "$(dirname "$TESSERA")" && pwd)/tessera" \
         --threads "${BENCH_THREADS:-1 2}" --repeat "${BENCH_REPEAT:-5}" --warmup "${BENCH_WARMUP:-1}" \
-        --models "${BENCH_MODELS:-det rec cls}" --results-dir "$ROOT/bench/results"
+        --models "${BENCH_MODELS:-det rec cls}" --backends "${BENCH_OCR_BACKENDS:-ref native onednn blas xnnpack}" \
+        --results-dir "$ROOT/bench/results"
       ;;
     backends)
       [[ -x "$BACKEND_BENCH" ]] || die "$BACKEND_BENCH not found: build with -DTESSERA_BUILD_BENCH=ON (make build)"
