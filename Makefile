@@ -34,7 +34,9 @@ models: deps
 	@bash scripts/fetch-models.sh
 
 demo: build models
-	$(BUILD)/tessera run models/ch_PP-OCRv4_det_infer.onnx --shape x=1x3x640x640 --threads 2 --repeat 3
+	$(BUILD)/tessera backends
+	$(BUILD)/tessera run models/ch_PP-OCRv4_det_infer.onnx --shape x=1x3x640x640 --threads 2 --repeat 3 \
+	  --backend onednn
 
 # Every test through CTest: the main build (all but the `slow` label), then the unit tests
 # once more under ASan+UBSan.
