@@ -34,7 +34,9 @@ models: deps
 	@bash scripts/fetch-models.sh
 
 demo: build models
-	$(BUILD)/tessera run models/ch_PP-OCRv4_det_infer.onnx --shape x=1x3x640x640 --threads 2 --repeat 3
+	$(BUILD)/tessera backends
+	$(BUILD)/tessera run models/ch_PP-OCRv4_det_infer.onnx --shape x=1x3x640x640 --threads 2 --repeat 3 \
+	  --backend onednn
 
 # Every test through CTest: the main build (all but the `slow` label), then the unit tests
 # once more under ASan+UBSan.
@@ -46,6 +48,8 @@ test-all: build models build-asan
 	ctest --test-dir $(BUILD) --output-on-failure -j 2
 	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(BUILD_ASAN) --output-on-failure -L unit -j 2
 
+# OCR latency next to ONNX Runtime, then every backend side by side (tessera_backend_bench, results in
+# $(BUILD)/bench/results/backends.json). BENCH_SUITES="ocr backends" picks; see bench/run.sh.
 bench: build models
 	@bash bench/run.sh $(BUILD)
 

@@ -31,6 +31,7 @@ function parseArgs(argv) {
   [o.repeat] = ints(o.repeat ?? '5', 1);
   [o.warmup] = ints(o.warmup ?? '1', 0);
   o.models = (o.models ?? 'det rec cls').trim().split(/[\s,]+/);
+  o.backends = (o.backends ?? 'ref').trim().split(/[\s,]+/);
   for (const m of o.models) if (!MODELS[m]) throw new Error(`unknown model '${m}' (det, rec, cls)`);
   if (!o.tessera) throw new Error('--tessera is required');
   o.results_dir ??= path.join(REPO_ROOT, 'bench', 'results');
@@ -60,7 +61,7 @@ async function main() {
     date: new Date().toISOString(),
     git: gitRevision(),
     host: { cpus: os.cpus().length, cpu_model: os.cpus()[0]?.model, loadavg: os.loadavg() },
-    tessera_backend: 'ref',
+    tessera_backends: o.backends,
     onnxruntime: ortVersion,
     warmup: o.warmup,
     repeat: o.repeat,
@@ -83,21 +84,26 @@ async function main() {
     const inputFile = path.join(tmp, `${key}.npy`);
     writeNpy(inputFile, input.dtype, input.dims, input.data);
     for (const threads of o.threads) {
-      const row = { model: key, file: m.file, shape: m.shape, threads };
-      try {
-        const j = tesseraJson(o.tessera, ['run', model, '--input', `${inputName}=${inputFile}`, '--threads',
-          String(threads), '--warmup', String(o.warmup), '--repeat', String(o.repeat), '--json']);
-        row.tessera_ms = { min: j.latency_ms.min, median: j.latency_ms.median, all: j.latency_ms.all };
-        row.tessera_peak_intermediate_bytes = j.peak_intermediate_bytes;
-      } catch (e) {
-        row.tessera_error = e.message;
+      const row = { model: key, file: m.file, shape: m.shape, threads, tessera: {} };
+      for (const backend of o.backends) {
+        const r = {};
+        try {
+          const j = tesseraJson(o.tessera, ['run', model, '--input', `${inputName}=${inputFile}`, '--threads',
+            String(threads), '--warmup', String(o.warmup), '--repeat', String(o.repeat), '--backend', backend, '--json']);
+          r.ms = { min: j.latency_ms.min, median: j.latency_ms.median, all: j.latency_ms.all };
+          r.steps = j.steps_per_backend;
+          r.peak_intermediate_bytes = j.peak_intermediate_bytes;
+        } catch (e) {
+          r.error = e.message;
+        }
+        row.tessera[backend] = r;
       }
       const ort = await runOrt(model, { [inputName]: input }, { threads, warmup: o.warmup, repeat: o.repeat });
       row.ort_ms = summarizeTimes(ort.timesMs);
-      if (row.tessera_ms) row.ratio = row.tessera_ms.median / row.ort_ms.median;
+      for (const r of Object.values(row.tessera)) if (r.ms) r.ratio_to_ort = r.ms.median / row.ort_ms.median;
       report.results.push(row);
-      console.error(`bench: ${key} ${threads}t: tessera ${row.tessera_ms ? row.tessera_ms.median.toFixed(1) + ' ms' :
-        'error'}, onnxruntime ${row.ort_ms.median.toFixed(1)} ms`);
+      const parts = Object.entries(row.tessera).map(([b, r]) => `${b} ${r.ms ? r.ms.median.toFixed(1) + ' ms' : 'error'}`);
+      console.error(`bench: ${key} ${threads}t: ${parts.join(', ')}, onnxruntime ${row.ort_ms.median.toFixed(1)} ms`);
     }
   }
   fs.rmSync(tmp, { recursive: true, force: true });
@@ -107,17 +113,22 @@ async function main() {
   fs.writeFileSync(out, JSON.stringify(report, null, 2) + '\n');
 
   const pad = (s, n) => String(s).padStart(n);
-  console.log(`OCR latency, median of ${o.repeat} (ms): tessera ref backend vs onnxruntime ${ortVersion} CPU`);
-  console.log(`${'model'.padEnd(6)}${pad('input', 13)}${pad('threads', 9)}${pad('tessera', 12)}${pad('onnxruntime', 13)}` +
-    `${pad('tessera/ORT', 13)}`);
+  console.log(`OCR latency, median of ${o.repeat} (ms): tessera backends vs onnxruntime ${ortVersion} CPU ` +
+    '(x = backend/ORT)');
+  console.log(`${'model'.padEnd(6)}${pad('input', 13)}${pad('threads', 9)}` +
+    o.backends.map((b) => pad(b, 18)).join('') + pad('onnxruntime', 13));
   for (const r of report.results) {
-    console.log(`${r.model.padEnd(6)}${pad(r.shape, 13)}${pad(r.threads, 9)}` +
-      `${pad(r.tessera_ms ? r.tessera_ms.median.toFixed(1) : 'error', 12)}${pad(r.ort_ms.median.toFixed(1), 13)}` +
-      `${pad(r.ratio ? r.ratio.toFixed(1) + 'x' : '-', 13)}`);
+    const cells = o.backends.map((b) => {
+      const t = r.tessera[b];
+      return pad(t.ms ? `${t.ms.median.toFixed(1)} (${t.ratio_to_ort.toFixed(2)}x)` : 'error', 18);
+    });
+    console.log(`${r.model.padEnd(6)}${pad(r.shape, 13)}${pad(r.threads, 9)}${cells.join('')}${pad(r.ort_ms.median.toFixed(1), 13)}`);
   }
-  for (const r of report.results) if (r.tessera_error) console.log(`${r.model} ${r.threads}t tessera error: ${r.tessera_error}`);
+  for (const r of report.results) {
+    for (const [b, t] of Object.entries(r.tessera)) if (t.error) console.log(`${r.model} ${r.threads}t ${b} error: ${t.error}`);
+  }
   console.log(`results: ${path.relative(process.cwd(), out) || out}`);
-  return report.results.some((r) => r.tessera_error) ? 1 : 0;
+  return report.results.some((r) => Object.values(r.tessera).some((t) => t.error)) ? 1 : 0;
 }
 
 main().then((code) => process.exit(code), (e) => {

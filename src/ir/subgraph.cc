@@ -4,20 +4,30 @@
 
 namespace tessera {
 
-SubGraph::SubGraph(const Graph& g, NodeSet nodes) : graph_(&g), nodes_(std::move(nodes)) {
+SubGraph::SubGraph(const Graph& g, NodeSet nodes)
+    : graph_(&g), nodes_(std::move(nodes)), entry_nodes_(g.num_nodes()), exit_nodes_(g.num_nodes()) {
   TESSERA_CHECK(nodes_.capacity() == g.num_nodes(), "SubGraph over a NodeSet of another graph");
   std::vector<char> seen(g.num_values(), 0);
+  std::vector<int> depth(g.num_nodes(), 0);
   for (int n : nodes_) {
     const Node& node = g.node(n);
+    int d = 1;
     auto read = [&](int v) {
-      if (v == kNoValue || seen[v]) return;
+      if (v == kNoValue) return;
       const Value& val = g.value(v);
-      if (val.producer >= 0 && nodes_.contains(val.producer)) return;
+      if (val.producer >= 0 && nodes_.contains(val.producer)) {
+        d = std::max(d, depth[val.producer] + 1);
+        return;
+      }
+      if (!val.constant) entry_nodes_.add(n);
+      if (seen[v]) return;
       seen[v] = 1;
       (val.constant ? constants_ : inputs_).push_back(v);
     };
     for (int v : node.inputs) read(v);
     for (int v : node.implicit_inputs) read(v);
+    depth[n] = d;
+    depth_ = std::max(depth_, d);
   }
   for (int n : nodes_) {
     for (int v : g.node(n).outputs) {
@@ -26,7 +36,11 @@ SubGraph::SubGraph(const Graph& g, NodeSet nodes) : graph_(&g), nodes_(std::move
       bool used_outside = val.is_graph_output ||
                           std::any_of(val.consumers.begin(), val.consumers.end(),
                                       [&](int c) { return !nodes_.contains(c); });
-      if (used_outside) outputs_.push_back(v);
+      if (!used_outside) continue;
+      outputs_.push_back(v);
+      exit_nodes_.add(n);
+      has_taps_ |= std::any_of(val.consumers.begin(), val.consumers.end(),
+                               [&](int c) { return nodes_.contains(c); });
     }
   }
 }

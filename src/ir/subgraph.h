@@ -7,6 +7,12 @@
 //            Kernel returns one tensor per output.
 //   constants initializers read inside; a backend reads them at compile time (weight packing).
 //
+// Derived node sets, for the partitioner's validity rules (partition/subgraph_check.h):
+//   entry nodes  inside nodes that read a non-constant value from outside (or a graph input)
+//   exit nodes   inside nodes that produce an output
+//   depth        the longest chain of inside nodes (1 for a single node)
+//   taps         outputs that are also read inside: the subgraph exposes an intermediate value
+//
 // Reachability answers "does a path lead from node a to node b", which convexity needs: a set is
 // convex when no path leaves it and comes back in (such a set cannot run as one step).
 #pragma once
@@ -29,6 +35,11 @@ class SubGraph {
   const std::vector<int>& outputs() const { return outputs_; }
   const std::vector<int>& constants() const { return constants_; }
   int size() const { return nodes_.count(); }
+  const NodeSet& entry_nodes() const { return entry_nodes_; }
+  const NodeSet& exit_nodes() const { return exit_nodes_; }
+  int depth() const { return depth_; }
+  // Some output is also read by an inside node.
+  bool has_taps() const { return has_taps_; }
   // "Conv+Relu+Add" (op types in execution order) for reports and error messages.
   std::string label() const;
 
@@ -36,6 +47,9 @@ class SubGraph {
   const Graph* graph_;
   NodeSet nodes_;
   std::vector<int> inputs_, outputs_, constants_;
+  NodeSet entry_nodes_, exit_nodes_;
+  int depth_ = 0;
+  bool has_taps_ = false;
 };
 
 class Reachability {

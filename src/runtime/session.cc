@@ -1,9 +1,28 @@
 #include "runtime/session.h"
 
+#include "ops/op_registry.h"
+
 namespace tessera {
+
+namespace {
+// Fixes the dims of the named graph inputs and re-infers the types of every value.
+Status specialize_input_shapes(Graph& g, const std::map<std::string, std::vector<int64_t>>& shapes) {
+  for (const auto& [name, dims] : shapes) {
+    auto id = g.find_value(name);
+    if (!id || !g.value(*id).is_graph_input) return invalid_argument("the model has no input named '" + name + "'");
+    TensorType& t = g.value(*id).type;
+    bool fits = !t.shape || t.shape->size() == dims.size();
+    for (size_t i = 0; fits && t.shape && i < dims.size(); ++i) fits = !(*t.shape)[i].known() || (*t.shape)[i].value == dims[i];
+    if (!fits) return invalid_argument("input '" + name + "' of type " + t.to_string() + " cannot have shape " + dims_to_string(dims));
+    t.shape = std::vector<Dim>(dims.begin(), dims.end());
+  }
+  return infer_graph_types(g).with_context("inferring types for the given input shapes");
+}
+}  // namespace
 
 Result<std::unique_ptr<Session>> Session::load(const std::string& model_path, const SessionOptions& opts) {
   TESSERA_ASSIGN_OR_RETURN(Graph g, import_onnx_file(model_path, opts.import));
+  if (!opts.input_shapes.empty()) TESSERA_RETURN_IF_ERROR(specialize_input_shapes(g, opts.input_shapes));
   return from_graph(std::move(g), opts);
 }
 

@@ -24,6 +24,10 @@ struct SessionOptions {
   // on it (grouped as its fusion style allows), the rest on the reference kernels.
   std::string backend;
   OnnxImportOptions import;
+  // Dims of named graph inputs, fixed before compiling (load() re-infers every value's type), so
+  // that a model with dynamic input dims has static shapes inside: backends that need them
+  // (XNNPACK, oneDNN primitives) can then take its nodes. Runs must then use these dims.
+  std::map<std::string, std::vector<int64_t>> input_shapes;
 };
 
 class Session {

@@ -68,8 +68,33 @@ Tensor random_tensor(DType dtype, const std::vector<int64_t>& dims, std::mt19937
   return t;
 }
 
-Result<std::map<std::string, Tensor>> make_inputs(const Session& s, const RunOptions& o) {
+// The --input files that read, before the session is made (their dims fix the graph's input
+// shapes); make_inputs reports the others, after checking the names.
+std::map<std::string, Tensor> read_input_files(const RunOptions& o) {
   std::map<std::string, Tensor> inputs;
+  for (const auto& a : o.inputs) {
+    auto kv = split_assignment(a, "--input");
+    if (!kv.ok()) continue;
+    auto t = read_npy(kv->second);
+    if (t.ok()) inputs[kv->first] = std::move(*t);
+  }
+  return inputs;
+}
+
+// --shape and the --input files' dims, to specialize the graph with.
+Result<std::map<std::string, std::vector<int64_t>>> given_shapes(const RunOptions& o,
+                                                                 const std::map<std::string, Tensor>& files) {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& a : o.shapes) {
+    TESSERA_ASSIGN_OR_RETURN(auto kv, split_assignment(a, "--shape"));
+    TESSERA_ASSIGN_OR_RETURN(shapes[kv.first], parse_dims(kv.second));
+  }
+  for (const auto& [name, t] : files) shapes[name] = t.dims();
+  return shapes;
+}
+
+Result<std::map<std::string, Tensor>> make_inputs(const Session& s, const RunOptions& o,
+                                                  std::map<std::string, Tensor> inputs) {
   std::map<std::string, std::vector<int64_t>> shapes;
   auto decl = s.input_types();
   auto known = [&](const std::string& name) {
@@ -83,7 +108,9 @@ Result<std::map<std::string, Tensor>> make_inputs(const Session& s, const RunOpt
   for (const auto& a : o.inputs) {
     TESSERA_ASSIGN_OR_RETURN(auto kv, split_assignment(a, "--input"));
     if (!known(kv.first)) return invalid_argument("--input: the model has no input named '" + kv.first + "'");
-    TESSERA_ASSIGN_OR_RETURN(inputs[kv.first], read_npy(kv.second));
+    if (!inputs.count(kv.first)) {
+      TESSERA_ASSIGN_OR_RETURN(inputs[kv.first], read_npy(kv.second));
+    }
   }
   std::mt19937_64 rng(o.seed);
   for (const auto& [name, type] : decl) {
@@ -146,9 +173,14 @@ int run_model(const RunOptions& o) {
   SessionOptions so;
   so.threads = o.threads;
   so.backend = o.backend;
+  std::map<std::string, Tensor> files = read_input_files(o);
+  // The given input dims become static in the graph, so that backends can take its nodes.
+  auto shapes = given_shapes(o, files);
+  if (!shapes.ok()) return fail(shapes.status());
+  so.input_shapes = *shapes;
   auto session = Session::load(o.model, so);
   if (!session.ok()) return fail(session.status());
-  auto inputs = make_inputs(**session, o);
+  auto inputs = make_inputs(**session, o, std::move(files));
   if (!inputs.ok()) return fail(inputs.status());
 
   std::vector<double> times_ms;

@@ -11,43 +11,6 @@
 namespace tessera {
 namespace blas {
 
-Result<Operand> operand_of(const SubGraph& sg, int v) {
-  Operand o;
-  const Value& val = sg.graph().value(v);
-  if (!val.type.is_static()) return unimplemented("dynamic shape");
-  o.dims = val.type.static_dims();
-  if (val.constant) {
-    o.constant = &*val.constant;
-    return o;
-  }
-  for (size_t i = 0; i < sg.inputs().size(); ++i)
-    if (sg.inputs()[i] == v) o.slot = static_cast<int>(i);
-  if (o.slot < 0)
-    return internal_error("value '" + val.name + "' is neither an input nor a constant");
-  return o;
-}
-
-Result<const float*> data_of(const Operand& o, const std::vector<const Tensor*>& inputs) {
-  const Tensor* t = o.constant
-                        ? o.constant
-                        : (o.slot < static_cast<int>(inputs.size()) ? inputs[o.slot] : nullptr);
-  if (!t || t->dtype() != DType::kFloat32 || t->dims() != o.dims) {
-    return invalid_argument("input " + (t ? t->describe() : std::string("missing")) +
-                            " differs from the compiled float32[" + dims_to_string(o.dims) + "]");
-  }
-  return t->data<float>();
-}
-
-Status check_float_value(const Graph& g, int v) {
-  if (v == kNoValue) return invalid_argument("missing input");
-  const Value& val = g.value(v);
-  if (!val.type.is_static()) return unimplemented("dynamic shape");
-  if (val.type.dtype != DType::kFloat32)
-    return unimplemented(std::string("dtype ") + dtype_name(val.type.dtype));
-  if (shape_numel(val.type.static_dims()) == 0) return unimplemented("empty tensor");
-  return Status();
-}
-
 namespace {
 
 class BlasBackend final : public Backend {

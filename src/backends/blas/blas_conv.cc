@@ -115,7 +115,7 @@ void im2col(const ConvPlan& p, const float* x, int64_t c0, int64_t c1, float* co
 
 class ConvKernel final : public Kernel {
  public:
-  ConvKernel(ConvPlan plan, Operand x, Operand w, Operand bias, bool has_bias, int threads)
+  ConvKernel(ConvPlan plan, ValueSource x, ValueSource w, ValueSource bias, bool has_bias, int threads)
       : p_(std::move(plan)),
         x_(std::move(x)),
         w_(std::move(w)),
@@ -125,11 +125,11 @@ class ConvKernel final : public Kernel {
 
   Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
              KernelRunContext& ctx) override {
-    TESSERA_ASSIGN_OR_RETURN(const float* x, data_of(x_, inputs));
-    TESSERA_ASSIGN_OR_RETURN(const float* w, data_of(w_, inputs));
+    TESSERA_ASSIGN_OR_RETURN(const float* x, resolve_float(x_, inputs));
+    TESSERA_ASSIGN_OR_RETURN(const float* w, resolve_float(w_, inputs));
     const float* bias = nullptr;
     if (has_bias_) {
-      TESSERA_ASSIGN_OR_RETURN(bias, data_of(bias_, inputs));
+      TESSERA_ASSIGN_OR_RETURN(bias, resolve_float(bias_, inputs));
     }
     outputs.resize(1);
     outputs[0] = ctx.alloc.allocate(DType::kFloat32, p_.out_dims);
@@ -191,7 +191,7 @@ class ConvKernel final : public Kernel {
 
  private:
   ConvPlan p_;
-  Operand x_, w_, bias_;
+  ValueSource x_, w_, bias_;
   bool has_bias_;
   int threads_;
 };
@@ -203,12 +203,12 @@ Status check_conv_node(const Graph& g, int n) { return plan_conv(g, g.node(n)).s
 Result<std::unique_ptr<Kernel>> compile_conv(const SubGraph& sg, int threads) {
   const Node& node = sg.graph().node(sg.nodes().first());
   TESSERA_ASSIGN_OR_RETURN(ConvPlan plan, plan_conv(sg.graph(), node));
-  TESSERA_ASSIGN_OR_RETURN(Operand x, operand_of(sg, node.inputs[0]));
-  TESSERA_ASSIGN_OR_RETURN(Operand w, operand_of(sg, node.inputs[1]));
+  TESSERA_ASSIGN_OR_RETURN(ValueSource x, source_of(sg, node.inputs[0]));
+  TESSERA_ASSIGN_OR_RETURN(ValueSource w, source_of(sg, node.inputs[1]));
   const bool has_bias = node.inputs.size() > 2 && node.inputs[2] != kNoValue;
-  Operand bias;
+  ValueSource bias;
   if (has_bias) {
-    TESSERA_ASSIGN_OR_RETURN(bias, operand_of(sg, node.inputs[2]));
+    TESSERA_ASSIGN_OR_RETURN(bias, source_of(sg, node.inputs[2]));
   }
   return std::unique_ptr<Kernel>(new ConvKernel(std::move(plan), std::move(x), std::move(w),
                                                 std::move(bias), has_bias, threads));

@@ -6,20 +6,9 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/kernel_io.h"
 
 namespace tessera::blas {
-
-// A value a kernel reads: kernel input `slot`, or a constant; dims as compiled.
-struct Operand {
-  int slot = -1;
-  const Tensor* constant = nullptr;
-  std::vector<int64_t> dims;
-};
-Result<Operand> operand_of(const SubGraph& sg, int v);
-// The float32 data of an operand, checking dtype and dims against what was compiled.
-Result<const float*> data_of(const Operand& o, const std::vector<const Tensor*>& inputs);
-// Float32, static, non-empty.
-Status check_float_value(const Graph& g, int v);
 
 Status check_matmul_node(const Graph& g, int n);  // MatMul or Gemm
 Status check_conv_node(const Graph& g, int n);

@@ -9,48 +9,6 @@
 namespace tessera::blas {
 namespace {
 
-// The numpy matmul layout: broadcast batch dims, then (m x k) * (k x n) per batch.
-struct MatMulLayout {
-  int64_t m = 1, k = 1, n = 1;
-  std::vector<int64_t> a_offsets, b_offsets;  // per output batch: element offset of each matrix
-};
-
-Result<MatMulLayout> matmul_layout(std::vector<int64_t> a, std::vector<int64_t> b) {
-  if (a.empty() || b.empty()) return invalid_argument("MatMul operands must have rank >= 1");
-  if (a.size() == 1) a.insert(a.begin(), 1);
-  if (b.size() == 1) b.push_back(1);
-  MatMulLayout l;
-  l.m = a[a.size() - 2];
-  l.k = a.back();
-  l.n = b.back();
-  if (b[b.size() - 2] != l.k) return invalid_argument("MatMul inner dims differ");
-  const size_t ra = a.size() - 2, rb = b.size() - 2, rank = std::max(ra, rb);
-  std::vector<int64_t> batch(rank), as(rank, 0), bs(rank, 0);
-  int64_t a_stride = l.m * l.k, b_stride = l.k * l.n;
-  for (size_t i = 0; i < rank; ++i) {  // from the innermost batch dim outwards
-    const size_t d = rank - 1 - i;
-    const int64_t da = i < ra ? a[ra - 1 - i] : 1, db = i < rb ? b[rb - 1 - i] : 1;
-    if (da != db && da != 1 && db != 1)
-      return invalid_argument("MatMul batch dims do not broadcast");
-    batch[d] = std::max(da, db);
-    if (da != 1) as[d] = a_stride;
-    if (db != 1) bs[d] = b_stride;
-    a_stride *= da;
-    b_stride *= db;
-  }
-  std::vector<int64_t> idx(rank, 0);
-  for (int64_t i = 0, count = shape_numel(batch); i < count; ++i) {
-    int64_t ao = 0, bo = 0;
-    for (size_t d = 0; d < rank; ++d) ao += idx[d] * as[d], bo += idx[d] * bs[d];
-    l.a_offsets.push_back(ao);
-    l.b_offsets.push_back(bo);
-    for (size_t d = rank; d-- > 0;) {
-      if (++idx[d] < batch[d]) break;
-      idx[d] = 0;
-    }
-  }
-  return l;
-}
 
 struct MatMulPlan {
   MatMulLayout layout;
@@ -119,7 +77,7 @@ Result<MatMulPlan> plan_matmul(const Graph& g, const Node& node) {
 
 class MatMulKernel final : public Kernel {
  public:
-  MatMulKernel(MatMulPlan plan, Operand a, Operand b, Operand bias, int threads)
+  MatMulKernel(MatMulPlan plan, ValueSource a, ValueSource b, ValueSource bias, int threads)
       : p_(std::move(plan)),
         a_(std::move(a)),
         b_(std::move(b)),
@@ -128,8 +86,8 @@ class MatMulKernel final : public Kernel {
 
   Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
              KernelRunContext& ctx) override {
-    TESSERA_ASSIGN_OR_RETURN(const float* a, data_of(a_, inputs));
-    TESSERA_ASSIGN_OR_RETURN(const float* b, data_of(b_, inputs));
+    TESSERA_ASSIGN_OR_RETURN(const float* a, resolve_float(a_, inputs));
+    TESSERA_ASSIGN_OR_RETURN(const float* b, resolve_float(b_, inputs));
     outputs.resize(1);
     outputs[0] = ctx.alloc.allocate(DType::kFloat32, p_.out_dims);
     float* y = outputs[0].data<float>();
@@ -138,7 +96,7 @@ class MatMulKernel final : public Kernel {
                k = static_cast<blasint>(l.k);
     float beta = 0.0f;
     if (p_.bias != kNoValue) {  // y = broadcast C, then sgemm adds alpha * A * B to beta * y
-      TESSERA_ASSIGN_OR_RETURN(const float* c, data_of(bias_, inputs));
+      TESSERA_ASSIGN_OR_RETURN(const float* c, resolve_float(bias_, inputs));
       for (int64_t r = 0; r < l.m; ++r) {
         const float* src = c + (p_.bias_rows == 1 ? 0 : r * p_.bias_cols);
         for (int64_t j = 0; j < l.n; ++j) y[r * l.n + j] = src[p_.bias_cols == 1 ? 0 : j];
@@ -157,7 +115,7 @@ class MatMulKernel final : public Kernel {
 
  private:
   MatMulPlan p_;
-  Operand a_, b_, bias_;
+  ValueSource a_, b_, bias_;
   int threads_;
 };
 
@@ -168,11 +126,11 @@ Status check_matmul_node(const Graph& g, int n) { return plan_matmul(g, g.node(n
 Result<std::unique_ptr<Kernel>> compile_matmul(const SubGraph& sg, int threads) {
   const Node& node = sg.graph().node(sg.nodes().first());
   TESSERA_ASSIGN_OR_RETURN(MatMulPlan plan, plan_matmul(sg.graph(), node));
-  TESSERA_ASSIGN_OR_RETURN(Operand a, operand_of(sg, node.inputs[0]));
-  TESSERA_ASSIGN_OR_RETURN(Operand b, operand_of(sg, node.inputs[1]));
-  Operand bias;
+  TESSERA_ASSIGN_OR_RETURN(ValueSource a, source_of(sg, node.inputs[0]));
+  TESSERA_ASSIGN_OR_RETURN(ValueSource b, source_of(sg, node.inputs[1]));
+  ValueSource bias;
   if (plan.bias != kNoValue) {
-    TESSERA_ASSIGN_OR_RETURN(bias, operand_of(sg, plan.bias));
+    TESSERA_ASSIGN_OR_RETURN(bias, source_of(sg, plan.bias));
   }
   return std::unique_ptr<Kernel>(
       new MatMulKernel(std::move(plan), std::move(a), std::move(b), std::move(bias), threads));

@@ -12,65 +12,6 @@
 namespace tessera::native {
 namespace {
 
-// The numpy matmul layout of two operands: broadcast batch, then (m x k) * (k x n).
-struct MatMulLayout {
-  int64_t m = 1, k = 1, n = 1;
-  std::vector<int64_t> a_offsets, b_offsets;  // per output batch: element offset of each matrix
-};
-
-Result<MatMulLayout> matmul_layout(std::vector<int64_t> a, std::vector<int64_t> b) {
-  if (a.empty() || b.empty()) return invalid_argument("MatMul operands must have rank >= 1");
-  if (a.size() == 1) a.insert(a.begin(), 1);
-  if (b.size() == 1) b.push_back(1);
-  MatMulLayout l;
-  l.m = a[a.size() - 2];
-  l.k = a.back();
-  l.n = b.back();
-  if (b[b.size() - 2] != l.k) return invalid_argument("MatMul inner dims differ");
-  const std::vector<int64_t> ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
-  const size_t rank = std::max(ab.size(), bb.size());
-  std::vector<int64_t> batch(rank), as(rank, 0), bs(rank, 0);
-  int64_t a_stride = l.m * l.k, b_stride = l.k * l.n;
-  for (size_t i = 0; i < rank; ++i) {
-    const size_t d = rank - 1 - i;  // right-aligned
-    const int64_t da = i < ab.size() ? ab[ab.size() - 1 - i] : 1;
-    const int64_t db = i < bb.size() ? bb[bb.size() - 1 - i] : 1;
-    if (da != db && da != 1 && db != 1)
-      return invalid_argument("MatMul batch dims do not broadcast");
-    batch[d] = std::max(da, db);
-    if (da != 1) as[d] = a_stride;
-    if (db != 1) bs[d] = b_stride;
-    a_stride *= da;
-    b_stride *= db;
-  }
-  const int64_t batches = shape_numel(batch);
-  std::vector<int64_t> idx(rank, 0);
-  for (int64_t i = 0; i < batches; ++i) {
-    int64_t ao = 0, bo = 0;
-    for (size_t d = 0; d < rank; ++d) {
-      ao += idx[d] * as[d];
-      bo += idx[d] * bs[d];
-    }
-    l.a_offsets.push_back(ao);
-    l.b_offsets.push_back(bo);
-    for (size_t d = rank; d-- > 0;) {
-      if (++idx[d] < batch[d]) break;
-      idx[d] = 0;
-    }
-  }
-  return l;
-}
-
-Status check_operand(const Graph& g, int v) {
-  if (v == kNoValue) return invalid_argument("missing operand");
-  const Value& val = g.value(v);
-  if (!val.type.is_static()) return unimplemented("dynamic shape");
-  if (val.type.dtype != DType::kFloat32)
-    return unimplemented(std::string("dtype ") + dtype_name(val.type.dtype));
-  if (shape_numel(val.type.static_dims()) == 0) return unimplemented("empty tensor");
-  return Status();
-}
-
 // Everything about one MatMul / Gemm node the kernel needs.
 struct GemmPlan {
   GemmShape shape;
@@ -86,10 +27,10 @@ Result<GemmPlan> plan_gemm(const Graph& g, const Node& node) {
   GemmPlan p;
   for (size_t i = 0; i < 2; ++i) {
     if (node.inputs.size() <= i) return invalid_argument(node.describe() + ": missing operand");
-    TESSERA_RETURN_IF_ERROR(check_operand(g, node.inputs[i]));
+    TESSERA_RETURN_IF_ERROR(check_float_value(g, node.inputs[i]));
   }
   if (node.outputs.empty() || node.outputs[0] == kNoValue) return invalid_argument("no output");
-  TESSERA_RETURN_IF_ERROR(check_operand(g, node.outputs[0]));
+  TESSERA_RETURN_IF_ERROR(check_float_value(g, node.outputs[0]));
   p.out_dims = g.value(node.outputs[0]).type.static_dims();
   const std::vector<int64_t> a = g.value(node.inputs[0]).type.static_dims();
   const std::vector<int64_t> b = g.value(node.inputs[1]).type.static_dims();
@@ -129,7 +70,7 @@ Result<GemmPlan> plan_gemm(const Graph& g, const Node& node) {
     p.layout.a_offsets = {0};
     p.layout.b_offsets = {0};
     if (node.inputs.size() > 2 && node.inputs[2] != kNoValue && p.beta != 0.0f) {
-      TESSERA_RETURN_IF_ERROR(check_operand(g, node.inputs[2]));
+      TESSERA_RETURN_IF_ERROR(check_float_value(g, node.inputs[2]));
       const std::vector<int64_t> c = g.value(node.inputs[2]).type.static_dims();
       if (c.size() > 2) return invalid_argument("Gemm C must have rank <= 2");
       p.bias_cols = c.empty() ? 1 : c.back();

@@ -6,33 +6,6 @@
 
 namespace tessera::native {
 
-Result<ValueSource> source_of(const SubGraph& sg, int v) {
-  ValueSource s;
-  const Value& val = sg.graph().value(v);
-  if (!val.type.is_static()) return unimplemented("dynamic shape");
-  s.dims = val.type.static_dims();
-  if (val.constant) {
-    s.constant = &*val.constant;
-    return s;
-  }
-  for (size_t i = 0; i < sg.inputs().size(); ++i)
-    if (sg.inputs()[i] == v) s.slot = static_cast<int>(i);
-  if (s.slot < 0)
-    return internal_error("value '" + val.name + "' is neither an input nor a constant");
-  return s;
-}
-
-Result<const float*> resolve_float(const ValueSource& s, const std::vector<const Tensor*>& inputs) {
-  const Tensor* t = s.constant
-                        ? s.constant
-                        : (s.slot < static_cast<int>(inputs.size()) ? inputs[s.slot] : nullptr);
-  if (!t || t->dtype() != DType::kFloat32 || t->dims() != s.dims) {
-    return invalid_argument("input " + (t ? t->describe() : std::string("missing")) +
-                            " differs from the compiled float32[" + dims_to_string(s.dims) + "]");
-  }
-  return t->data<float>();
-}
-
 std::vector<int> output_positions(const SubGraph& sg, const Node& node) {
   std::vector<int> pos;
   for (int v : sg.outputs()) {

@@ -7,19 +7,10 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/kernel_io.h"
 
 namespace tessera::native {
 
-// A value a kernel reads: kernel input `slot`, or a constant; dims as compiled.
-struct ValueSource {
-  int slot = -1;
-  const Tensor* constant = nullptr;
-  std::vector<int64_t> dims;
-};
-
-Result<ValueSource> source_of(const SubGraph& sg, int v);
-// The float32 data of a source, checking dtype and dims against what was compiled.
-Result<const float*> resolve_float(const ValueSource& s, const std::vector<const Tensor*>& inputs);
 // For each SubGraph output: which output of `node` it is (-1 when another node produces it).
 std::vector<int> output_positions(const SubGraph& sg, const Node& node);
 

@@ -1,0 +1,81 @@
+// The search: the cheapest covering of a graph by disjoint candidates that can run one after
+// another (Collage's shortest path, with its gaps closed).
+//
+// Dijkstra over search states with a priority queue. A state is the set of nodes covered so far;
+// from a state, only candidates containing its first uncovered node are tried (each covering is
+// reached by exactly one path, so commutative duplicates never arise). Costs are asked of the
+// estimator lazily, when a candidate is first relaxed, and a candidate is not measured at all
+// when the path to it already costs as much as the best known complete plan.
+//
+// Joint executability: the chosen partitions, contracted, must form a DAG (contraction.h). A
+// candidate that would close a cycle with the partitions already chosen (uncovered nodes counting
+// as single vertices) is skipped; such a cycle survives any completion, so nothing valid is lost.
+// Whether a later candidate closes a cycle depends on how the covered nodes were grouped, though,
+// not only on which are covered (contracting a group creates paths between its nodes). A state is
+// therefore the covered set *and* the "open" groups: the chosen partitions that some uncovered
+// node reaches in the contracted graph. A closed group can never lie on a future cycle, and the
+// open ones decide every future cycle, so paths with equal states have the same valid
+// completions and Dijkstra over these states stays exact.
+//
+// Anytime: at the deadline the search returns the best complete plan it has found, or completes
+// the most advanced state greedily with already-measured candidates and reference singletons.
+// Finally, touching partitions of the same backend are merged where the backend accepts the
+// union, it is convex, the plan stays a DAG and the merged kernel costs less than the two.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "partition/candidate.h"
+#include "partition/cost_estimator.h"
+
+namespace tessera {
+
+struct SearchProgress {
+  int64_t states_expanded = 0;
+  int64_t candidates_costed = 0;  // distinct candidates the estimator was asked about
+  int nodes_covered = 0;          // the most nodes covered by any state expanded so far
+  int num_nodes = 0;
+  double best_seconds = -1;  // the best complete plan so far; -1 while there is none
+  double elapsed_seconds = 0;
+  bool merging = false;  // the final merge phase
+};
+
+struct SearchOptions {
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  // Asked as often as the deadline: returning true ends the search the same way (Ctrl-C, tests).
+  std::function<bool()> stop;
+  // Called every `progress_every` expansions, after each new cost, and once at the end.
+  std::function<void(const SearchProgress&)> progress;
+  int progress_every = 256;
+  bool merge = true;  // merge touching partitions of one backend at the end
+};
+
+struct PlannedPartition {
+  Candidate candidate;
+  Cost cost;
+};
+
+struct SearchResult {
+  // Disjoint, covering every node, in an order they can run in. After a fallback, some may carry
+  // a cost that is not valid (never measured, or refused by the estimator).
+  std::vector<PlannedPartition> partitions;
+  double seconds = 0;     // predicted: the sum of the valid partition costs
+  bool optimal = false;   // the search finished before the deadline (optimal over the candidates)
+  bool fallback = false;  // no complete plan by the deadline: completed greedily
+  int merges = 0;
+  int64_t states_expanded = 0;
+  // Every candidate the estimator was asked about, in the order asked (merged groups included),
+  // for reports: the alternatives that lost and the invalid ones with their reasons.
+  std::vector<PlannedPartition> evaluated;
+};
+
+// `candidates` must be of `g`; the reference backend's singletons are added for nodes without a
+// candidate, so a plan always exists (with unmeasured costs if the estimator refuses them).
+Result<SearchResult> search_plan(const Graph& g, const std::vector<Candidate>& candidates,
+                                 CostEstimator& estimator, const SearchOptions& options = {});
+
+}  // namespace tessera
