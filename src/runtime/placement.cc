@@ -4,22 +4,6 @@
 
 namespace tessera {
 
-int subgraph_depth(const Graph& g, const NodeSet& s) {
-  std::vector<int> depth(g.num_nodes(), 0);
-  int best = 0;
-  for (int n : s) {
-    int d = 1;
-    for (int v : g.node(n).inputs) {
-      if (v == kNoValue) continue;
-      int p = g.value(v).producer;
-      if (p >= 0 && s.contains(p)) d = std::max(d, depth[p] + 1);
-    }
-    depth[n] = d;
-    best = std::max(best, d);
-  }
-  return best;
-}
-
 Result<std::vector<Partition>> place_on_backend(const Graph& g, const Backend& backend) {
   TESSERA_RETURN_IF_ERROR(backend.available());
   const int n_nodes = g.num_nodes();
@@ -39,8 +23,9 @@ Result<std::vector<Partition>> place_on_backend(const Graph& g, const Backend& b
       int other = group_of[g.value(v).producer];
       if (other < 0 || other == mine) continue;
       NodeSet merged = groups[mine] | groups[other];
-      if (subgraph_depth(g, merged) > backend.max_fusion_depth() || !reach.is_convex(merged)) continue;
-      if (!backend.accepts(SubGraph(g, merged)).ok()) continue;
+      if (!reach.is_convex(merged)) continue;
+      SubGraph sg(g, merged);
+      if (sg.depth() > backend.max_fusion_depth() || !backend.accepts(sg).ok()) continue;
       for (int m : groups[other]) group_of[m] = mine;
       groups[mine] = std::move(merged);
       groups[other] = NodeSet(n_nodes);

@@ -21,7 +21,4 @@ struct Partition {
 
 Result<std::vector<Partition>> place_on_backend(const Graph& g, const Backend& backend);
 
-// Longest chain of nodes inside `s` (1 for a single node).
-int subgraph_depth(const Graph& g, const NodeSet& s);
-
 }  // namespace tessera
