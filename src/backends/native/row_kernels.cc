@@ -18,16 +18,6 @@ struct Split3 {
   int64_t outer = 1, len = 1, inner = 1;
 };
 
-Status check_float_static(const Graph& g, int v) {
-  if (v == kNoValue) return invalid_argument("missing input");
-  const Value& val = g.value(v);
-  if (!val.type.is_static()) return unimplemented("dynamic shape");
-  if (val.type.dtype != DType::kFloat32)
-    return unimplemented(std::string("dtype ") + dtype_name(val.type.dtype));
-  if (shape_numel(val.type.static_dims()) == 0) return unimplemented("empty tensor");
-  return Status();
-}
-
 // Column blocks of an (outer, len, inner) problem: tasks = outer * blocks, each `width` wide.
 struct ColumnBlocks {
   int64_t blocks, width;
@@ -404,9 +394,9 @@ Status check_row_node(const Graph& g, int n) {
   if (!node.domain.empty() || !is_row_op(node.op_type))
     return unimplemented(node.op_type + " is not a row op");
   if (node.inputs.empty()) return invalid_argument(node.describe() + ": no input");
-  TESSERA_RETURN_IF_ERROR(check_float_static(g, node.inputs[0]));
+  TESSERA_RETURN_IF_ERROR(check_float_value(g, node.inputs[0]));
   for (int v : node.outputs)
-    if (v != kNoValue) TESSERA_RETURN_IF_ERROR(check_float_static(g, v));
+    if (v != kNoValue) TESSERA_RETURN_IF_ERROR(check_float_value(g, v));
   if (node.op_type == "Softmax") return plan_softmax(g, node).status();
   if (node.op_type == "LayerNormalization") {
     if (node.inputs.size() < 2) return invalid_argument("LayerNormalization needs Scale");
@@ -415,7 +405,7 @@ Status check_row_node(const Graph& g, int n) {
     const std::vector<int64_t> norm(dims.begin() + axis, dims.end());
     for (size_t i = 1; i < node.inputs.size() && i < 3; ++i) {
       if (node.inputs[i] == kNoValue) continue;
-      TESSERA_RETURN_IF_ERROR(check_float_static(g, node.inputs[i]));
+      TESSERA_RETURN_IF_ERROR(check_float_value(g, node.inputs[i]));
       if (!broadcasts_onto(g.value(node.inputs[i]).type.static_dims(), norm)) {
         return invalid_argument("Scale / B do not broadcast to the normalized dims");
       }
