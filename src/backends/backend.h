@@ -58,6 +58,11 @@ class Backend {
   virtual FusionStyle fusion_style() const = 0;
   // Longest chain of nodes one kernel may hold (kArbitrary; 1 for kNone).
   virtual int max_fusion_depth() const { return fusion_style() == FusionStyle::kNone ? 1 : 64; }
+  // The threads its kernels run on: "tessera" (the session's pool, whose idle workers sleep) or
+  // a library's own ("openmp", "pthreadpool"), whose idle workers spin for a while. A plan that
+  // mixes two own-thread runtimes has their spinning workers take cores from each other, which
+  // no per-kernel measurement sees: the optimizer also measures plans limited to one of them.
+  virtual std::string thread_runtime() const { return "tessera"; }
 
   // Whether node n of g can run here, alone or in a group: ok, or why not ("grouped
   // ConvTranspose not supported"). Types and shapes are the graph's (known after import).

@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 #include <queue>
+#include <set>
 #include <unordered_map>
 
 #include "partition/contraction.h"
@@ -15,22 +16,46 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
+struct BoundaryNode {
+  int node;
+  int group;
+  const Backend* backend;
+  auto operator<=>(const BoundaryNode&) const = default;
+};
+
 // The part of a search state that decides which extensions are valid.
 struct Frontier {
   NodeSet covered;
   // Group ids of the chosen partitions that an uncovered node still reaches in the contracted
   // graph, sorted.
   std::vector<int> open;
+  // With transition costs: every covered node next to an uncovered one, with its partition's
+  // group id and backend, by node. They decide the transitions of every completion.
+  std::vector<BoundaryNode> boundary;
 
-  bool operator==(const Frontier& o) const { return open == o.open && covered == o.covered; }
+  bool operator==(const Frontier& o) const {
+    return open == o.open && covered == o.covered && boundary == o.boundary;
+  }
 };
 struct FrontierHash {
   size_t operator()(const Frontier& f) const {
     size_t h = f.covered.hash();
     for (int g : f.open) h = h * 0x100000001b3ull ^ static_cast<size_t>(g);
+    for (const BoundaryNode& b : f.boundary)
+      h = h * 0x100000001b3ull ^ (static_cast<size_t>(b.node) * 31 + static_cast<size_t>(b.group));
     return h;
   }
 };
+
+// Calls f(value, producer node, consumer node) for every tensor edge between nodes.
+template <typename F>
+void for_each_edge_into(const Graph& g, int consumer, F&& f) {
+  auto visit = [&](int v) {
+    if (v != kNoValue && g.value(v).producer >= 0) f(v, g.value(v).producer, consumer);
+  };
+  for (int v : g.node(consumer).inputs) visit(v);
+  for (int v : g.node(consumer).implicit_inputs) visit(v);
+}
 
 class Searcher {
  public:
@@ -91,6 +116,8 @@ class Searcher {
   }
   bool closes_cycle(const Frontier& f, const NodeSet& e) const;
   Frontier extend(const Frontier& f, int c) const;
+  double crossing_cost(const Frontier& f, int c) const;
+  bool next_to_uncovered(int x, const NodeSet& covered) const;
   void greedy_complete(Frontier f, std::vector<int>& chosen);
   std::vector<PlannedPartition> merge(std::vector<PlannedPartition> parts, int& merges);
   void report(bool merging);
@@ -200,7 +227,55 @@ Frontier Searcher::extend(const Frontier& f, int c) const {
     if (reached) next.open.push_back(groups[start]);
   }
   std::sort(next.open.begin(), next.open.end());
+  if (options_.transition) {
+    for (const BoundaryNode& b : f.boundary)
+      if (next_to_uncovered(b.node, next.covered)) next.boundary.push_back(b);
+    for (int x : candidates_[c].nodes)
+      if (next_to_uncovered(x, next.covered))
+        next.boundary.push_back({x, group_of_[c], candidates_[c].backend});
+    std::sort(next.boundary.begin(), next.boundary.end());
+  }
   return next;
+}
+
+bool Searcher::next_to_uncovered(int x, const NodeSet& covered) const {
+  bool found = false;
+  for_each_edge_into(g_, x, [&](int, int p, int) { found |= !covered.contains(p); });
+  for (int v : g_.node(x).outputs) {
+    if (v == kNoValue) continue;
+    for (int q : g_.value(v).consumers) found |= !covered.contains(q);
+  }
+  return found;
+}
+
+// The transitions candidate c pays against the covered nodes (all on f's boundary), once per
+// tensor and consuming partition, as plan_transition_seconds counts them: each tensor coming in
+// from another backend, and each going out to a covered partition on another backend.
+double Searcher::crossing_cost(const Frontier& f, int c) const {
+  if (!options_.transition || f.boundary.empty()) return 0;
+  const Backend* b = candidates_[c].backend;
+  auto covered_at = [&](int x) -> const BoundaryNode* {
+    auto it = std::lower_bound(f.boundary.begin(), f.boundary.end(), BoundaryNode{x, -1, nullptr});
+    return it != f.boundary.end() && it->node == x ? &*it : nullptr;
+  };
+  // (tensor, consuming group or -1 for c) -> (from, to)
+  std::map<std::pair<int, int>, std::pair<const Backend*, const Backend*>> crossings;
+  for (int x : candidates_[c].nodes) {
+    for_each_edge_into(g_, x, [&](int v, int p, int) {
+      const BoundaryNode* from = covered_at(p);
+      if (from && from->backend != b) crossings[{v, -1}] = {from->backend, b};
+    });
+    for (int v : g_.node(x).outputs) {
+      if (v == kNoValue) continue;
+      for (int q : g_.value(v).consumers) {
+        const BoundaryNode* to = covered_at(q);
+        if (to && to->backend != b) crossings[{v, to->group}] = {b, to->backend};
+      }
+    }
+  }
+  double seconds = 0;
+  for (const auto& [key, hop] : crossings) seconds += options_.transition(hop.first, hop.second);
+  return seconds;
 }
 
 void Searcher::report(bool merging) {
@@ -251,7 +326,7 @@ Result<SearchResult> Searcher::run() {
     queue.push({dist, id});
     return id;
   };
-  add_state(Frontier{NodeSet(n_), {}}, 0.0, -1, -1);
+  add_state(Frontier{NodeSet(n_), {}, {}}, 0.0, -1, -1);
   double best = kInfinity;  // the best complete plan found so far
   int best_state = -1, most_advanced = 0;
   bool finished = false;
@@ -287,7 +362,7 @@ Result<SearchResult> Searcher::run() {
         continue;  // cannot improve it
       const std::optional<Cost>& cost = cost_of(c);
       if (!cost->valid) continue;
-      double nd = d + cost->seconds;
+      double nd = d + cost->seconds + crossing_cost(here, c);
       if (nd >= best) continue;
       known = state_of.find(next);  // (the estimator call does not touch states; keep it simple)
       int id;
@@ -327,6 +402,10 @@ Result<SearchResult> Searcher::run() {
   for (int i : order) {
     result.seconds += parts[i].cost.valid ? parts[i].cost.seconds : 0;
     result.partitions.push_back(std::move(parts[i]));
+  }
+  if (options_.transition) {
+    result.transition_seconds = plan_transition_seconds(g_, result.partitions, options_.transition);
+    result.seconds += result.transition_seconds;
   }
   result.evaluated = std::move(evaluated_);
   progress_.best_seconds = result.seconds;
@@ -400,6 +479,23 @@ std::vector<PlannedPartition> Searcher::merge(std::vector<PlannedPartition> part
 }
 
 }  // namespace
+
+double plan_transition_seconds(const Graph& g, const std::vector<PlannedPartition>& parts,
+                               const std::function<double(const Backend*, const Backend*)>& transition) {
+  std::vector<int> part_of(g.num_nodes(), -1);
+  for (size_t i = 0; i < parts.size(); ++i)
+    for (int x : parts[i].candidate.nodes) part_of[x] = static_cast<int>(i);
+  std::set<std::pair<int, int>> crossings;  // (tensor, consuming partition)
+  double seconds = 0;
+  for (int x = 0; x < g.num_nodes(); ++x)
+    for_each_edge_into(g, x, [&](int v, int p, int q) {
+      if (part_of[p] < 0 || part_of[q] < 0) return;
+      const Backend* from = parts[part_of[p]].candidate.backend;
+      const Backend* to = parts[part_of[q]].candidate.backend;
+      if (from != to && crossings.insert({v, part_of[q]}).second) seconds += transition(from, to);
+    });
+  return seconds;
+}
 
 Result<SearchResult> search_plan(const Graph& g, const std::vector<Candidate>& candidates,
                                  CostEstimator& estimator, const SearchOptions& options) {

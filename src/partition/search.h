@@ -52,6 +52,11 @@ struct SearchOptions {
   std::function<void(const SearchProgress&)> progress;
   int progress_every = 256;
   bool merge = true;  // merge touching partitions of one backend at the end
+  // The cost of handing a tensor from a partition on `from` to one on `to` (called only for
+  // different backends); charged once per tensor and consuming backend where the plan crosses.
+  // Unset: transitions are free (Collage's model). With it, a state also remembers the backend
+  // of every covered node next to an uncovered one, which decides its future transitions.
+  std::function<double(const Backend* from, const Backend* to)> transition;
 };
 
 struct PlannedPartition {
@@ -63,7 +68,8 @@ struct SearchResult {
   // Disjoint, covering every node, in an order they can run in. After a fallback, some may carry
   // a cost that is not valid (never measured, or refused by the estimator).
   std::vector<PlannedPartition> partitions;
-  double seconds = 0;     // predicted: the sum of the valid partition costs
+  double seconds = 0;     // predicted: the sum of the valid partition costs and the transitions
+  double transition_seconds = 0;  // the part of `seconds` spent crossing between backends
   bool optimal = false;   // the search finished before the deadline (optimal over the candidates)
   bool fallback = false;  // no complete plan by the deadline: completed greedily
   int merges = 0;
@@ -75,6 +81,11 @@ struct SearchResult {
 
 // `candidates` must be of `g`; the reference backend's singletons are added for nodes without a
 // candidate, so a plan always exists (with unmeasured costs if the estimator refuses them).
+// The transitions of a plan (disjoint partitions of g): once per tensor and consuming backend
+// where a tensor crosses from one backend to another.
+double plan_transition_seconds(const Graph& g, const std::vector<PlannedPartition>& parts,
+                               const std::function<double(const Backend*, const Backend*)>& transition);
+
 Result<SearchResult> search_plan(const Graph& g, const std::vector<Candidate>& candidates,
                                  CostEstimator& estimator, const SearchOptions& options = {});
 

@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 
+#include <chrono>
 #include <new>
 #include <queue>
 
@@ -113,6 +114,11 @@ Result<GraphExecutor> GraphExecutor::create(const Graph& g, const std::vector<Pa
   return e;
 }
 
+std::vector<int> GraphExecutor::step_nodes(int i) const {
+  const Step& s = steps_[i];
+  return s.subgraph ? s.subgraph->nodes().to_vector() : std::vector<int>{s.node};
+}
+
 std::map<std::string, int> GraphExecutor::steps_per_backend() const {
   std::map<std::string, int> m;
   for (const Step& s : steps_) ++m[s.backend ? s.backend->name() : "ref"];
@@ -121,7 +127,8 @@ std::map<std::string, int> GraphExecutor::steps_per_backend() const {
 
 Result<std::vector<Tensor>> GraphExecutor::run(const std::vector<Tensor>& inputs,
                                                const std::map<std::string, Tensor>& outer, BufferPool& buffers,
-                                               ThreadPool* threads, RunStats& stats) const {
+                                               ThreadPool* threads, RunStats& stats,
+                                               std::vector<Tensor>* keep_values) const {
   const Graph& g = *graph_;
   if (inputs.size() != g.inputs().size()) {
     return invalid_argument("graph '" + g.name + "' takes " + std::to_string(g.inputs().size()) + " inputs, got " +
@@ -138,9 +145,18 @@ Result<std::vector<Tensor>> GraphExecutor::run(const std::vector<Tensor>& inputs
   // Inputs and outer values belong to the caller; never recycle them.
   auto owned_here = [&](int v) {
     const Value& val = g.value(v);
-    return !val.constant && !val.is_graph_output && !val.is_graph_input && !val.is_outer_scope;
+    return !keep_values && !val.constant && !val.is_graph_output && !val.is_graph_input && !val.is_outer_scope;
   };
   std::vector<int> remaining = use_counts_;
+  const bool profile = stats.profile;
+  stats.profile = false;  // nested subgraph runs do not profile; restored on every return
+  struct Restore {
+    RunStats& stats;
+    bool profile;
+    ~Restore() { stats.profile = profile; }
+  } restore{stats, profile};
+  if (profile) stats.step_seconds.assign(steps_.size(), 0.0);
+  int step_index = -1;
   // Stores a produced value, releasing it at once when nothing reads it.
   auto produced = [&](int v, Tensor t, const std::string& who) -> Status {
     if (!t.defined()) return internal_error(who + ": kernel did not produce value '" + g.value(v).name + "'");
@@ -150,6 +166,8 @@ Result<std::vector<Tensor>> GraphExecutor::run(const std::vector<Tensor>& inputs
   };
 
   for (const Step& step : steps_) {
+    ++step_index;
+    auto started = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     Status st;
     if (step.kernel) {
       const SubGraph& sg = *step.subgraph;
@@ -195,12 +213,21 @@ Result<std::vector<Tensor>> GraphExecutor::run(const std::vector<Tensor>& inputs
       }
       ++stats.nodes_run;
     }
+    if (profile) {
+      stats.step_seconds[step_index] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    }
     // Liveness: a value's buffer returns to the pool after its last consumer.
     for (int v : step.reads)
       if (!g.value(v).constant && --remaining[v] == 0 && owned_here(v)) buffers.release(values[v]);
   }
   std::vector<Tensor> out;
   for (int v : g.outputs()) out.push_back(tensor_of(v));
+  if (keep_values) {
+    for (int v = 0; v < g.num_values(); ++v)
+      if (g.value(v).constant) values[v] = *g.value(v).constant;
+    *keep_values = std::move(values);
+  }
   return out;
 }
 

@@ -19,6 +19,10 @@ struct RunStats {
   size_t peak_bytes = 0;      // most bytes held at once by intermediate values
   size_t reserved_bytes = 0;  // bytes the pool allocated in total (live + reusable)
   int nodes_run = 0;
+  // When `profile` is set before a run, step_seconds[i] gets the wall time of step i
+  // (GraphExecutor::step_nodes(i)) of the top-level graph.
+  bool profile = false;
+  std::vector<double> step_seconds;
 };
 
 class GraphExecutor {
@@ -30,12 +34,18 @@ class GraphExecutor {
                                       const CompileOptions& opts = {});
 
   // inputs: one tensor per graph input, in order. outer: tensors of the values this graph reads
-  // from enclosing graphs, by name. Returns the graph outputs in order.
+  // from enclosing graphs, by name. Returns the graph outputs in order. With `keep_values`, no
+  // buffer is recycled and every value's tensor (by value id; constants included) lands there:
+  // the real intermediate tensors the measuring estimator feeds to candidates.
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const std::map<std::string, Tensor>& outer,
-                                  BufferPool& buffers, ThreadPool* threads, RunStats& stats) const;
+                                  BufferPool& buffers, ThreadPool* threads, RunStats& stats,
+                                  std::vector<Tensor>* keep_values = nullptr) const;
 
   // Steps run by each backend (by name), for reports.
   std::map<std::string, int> steps_per_backend() const;
+  int num_steps() const { return static_cast<int>(steps_.size()); }
+  // The nodes step i runs (one for a reference step).
+  std::vector<int> step_nodes(int i) const;
 
  private:
   struct Step {

@@ -42,4 +42,19 @@ Result<std::vector<Partition>> place_on_backend(const Graph& g, const Backend& b
   return parts;
 }
 
+Result<std::vector<Partition>> place_by_plan(const Graph& g, const Plan& plan) {
+  TESSERA_RETURN_IF_ERROR(check_plan_matches(plan, g));
+  std::vector<Partition> parts;
+  for (const PlanPartition& p : plan.partitions) {
+    const Backend* b = find_backend(p.backend);
+    if (!b) return invalid_argument("the plan uses backend '" + p.backend + "', which this build lacks (it has: " + backend_names() + ")");
+    if (Status st = b->available(); !st.ok())
+      return Status(st.code(), "the plan uses backend '" + p.backend + "', not available here: " + st.message());
+    Partition part{NodeSet(g.num_nodes()), b};
+    for (int n : p.nodes) part.nodes.add(n);
+    parts.push_back(std::move(part));
+  }
+  return parts;
+}
+
 }  // namespace tessera

@@ -6,6 +6,8 @@
 // keeping every group convex); the partitioner (`tessera optimize`) chooses by measurement instead.
 #pragma once
 
+#include "partition/plan.h"
+
 #include <string>
 #include <vector>
 
@@ -20,5 +22,9 @@ struct Partition {
 };
 
 Result<std::vector<Partition>> place_on_backend(const Graph& g, const Backend& backend);
+
+// The partitions of a plan (`tessera optimize`) made for g: refused when the plan was made for
+// another model, names a backend this build lacks or that is not available here.
+Result<std::vector<Partition>> place_by_plan(const Graph& g, const Plan& plan);
 
 }  // namespace tessera

@@ -22,7 +22,8 @@ Status specialize_input_shapes(Graph& g, const std::map<std::string, std::vector
 
 Result<std::unique_ptr<Session>> Session::load(const std::string& model_path, const SessionOptions& opts) {
   TESSERA_ASSIGN_OR_RETURN(Graph g, import_onnx_file(model_path, opts.import));
-  if (!opts.input_shapes.empty()) TESSERA_RETURN_IF_ERROR(specialize_input_shapes(g, opts.input_shapes));
+  const auto& shapes = opts.input_shapes.empty() && opts.plan ? opts.plan->input_shapes : opts.input_shapes;
+  if (!shapes.empty()) TESSERA_RETURN_IF_ERROR(specialize_input_shapes(g, shapes));
   return from_graph(std::move(g), opts);
 }
 
@@ -31,13 +32,18 @@ Result<std::unique_ptr<Session>> Session::from_graph(Graph graph, const SessionO
   s->graph_ = std::make_unique<Graph>(std::move(graph));
   s->pool_ = std::make_unique<ThreadPool>(opts.threads);
   s->backend_ = opts.backend;
+  s->plan_ = opts.plan;
+  if (s->plan_ && !s->backend_.empty() && s->backend_ != "ref")
+    return invalid_argument("give either a plan or a backend, not both");
   TESSERA_RETURN_IF_ERROR(s->compile());
   return s;
 }
 
 Status Session::compile() {
   std::vector<Partition> parts;
-  if (!backend_.empty() && backend_ != "ref") {
+  if (plan_) {
+    TESSERA_ASSIGN_OR_RETURN(parts, place_by_plan(*graph_, *plan_));
+  } else if (!backend_.empty() && backend_ != "ref") {
     const Backend* b = find_backend(backend_);
     if (!b) return invalid_argument("unknown backend '" + backend_ + "' (this build has: " + backend_names() + ")");
     if (Status st = b->available(); !st.ok()) return Status(st.code(), "backend '" + backend_ + "' is not available: " + st.message());

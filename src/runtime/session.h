@@ -28,6 +28,10 @@ struct SessionOptions {
   // that a model with dynamic input dims has static shapes inside: backends that need them
   // (XNNPACK, oneDNN primitives) can then take its nodes. Runs must then use these dims.
   std::map<std::string, std::vector<int64_t>> input_shapes;
+  // A plan from `tessera optimize` (read_plan): its partitions run on their backends (the
+  // `backend` option must then be empty). Refused if made for another model. Without
+  // input_shapes, the plan's are used.
+  std::optional<Plan> plan;
 };
 
 class Session {
@@ -57,6 +61,7 @@ class Session {
   Status compile();
 
   std::string backend_;
+  std::optional<Plan> plan_;
   std::optional<GraphExecutor> executor_;
   std::unique_ptr<ThreadPool> pool_;
   BufferPool buffers_;

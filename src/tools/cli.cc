@@ -13,6 +13,8 @@ int run_cli(int argc, char** argv) {
   add_info_command(app, exit_code);
   add_conformance_command(app, exit_code);
   add_backends_command(app, exit_code);
+  add_optimize_command(app, exit_code);
+  add_bench_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -16,5 +16,7 @@ void add_run_command(CLI::App& app, int& exit_code);
 void add_info_command(CLI::App& app, int& exit_code);
 void add_conformance_command(CLI::App& app, int& exit_code);
 void add_backends_command(CLI::App& app, int& exit_code);
+void add_optimize_command(CLI::App& app, int& exit_code);
+void add_bench_command(CLI::App& app, int& exit_code);
 
 }  // namespace tessera

@@ -1,6 +1,7 @@
 // OpenBLAS (through CBLAS) as a Backend: MatMul (batched, broadcast batch dims), Gemm (transA,
 // transB, alpha, beta, C broadcast), Conv by im2col + sgemm. One node per kernel; every call runs
-// with the session's thread count (openblas_set_num_threads before each call).
+// with the session's thread count: OpenBLAS single-threaded on blocks spread over tessera's pool
+// (blas_gemm.cc).
 #include <cblas.h>
 
 #include <cstring>

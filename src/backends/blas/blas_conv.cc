@@ -145,12 +145,10 @@ class ConvKernel final : public Kernel {
           std::fill(dst, dst + plane, bias[m]);
         }
     }
+    // Inside a parallel loop over groups the pool is busy: each sgemm then runs on one thread.
     auto gemm = [&](int64_t n, int64_t g, const float* cols) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(ocpg),
-                  static_cast<blasint>(plane), static_cast<blasint>(rows), 1.0f,
-                  w + g * ocpg * rows, static_cast<blasint>(rows), cols,
-                  static_cast<blasint>(plane), bias ? 1.0f : 0.0f,
-                  y + (n * p_.out_channels + g * ocpg) * plane, static_cast<blasint>(plane));
+      parallel_sgemm(ctx.pool, false, false, ocpg, plane, rows, 1.0f, w + g * ocpg * rows, rows, cols, plane,
+                     bias ? 1.0f : 0.0f, y + (n * p_.out_channels + g * ocpg) * plane, plane);
     };
     auto image = [&](int64_t n, int64_t g) {
       return x + (n * p_.in_channels + g * icpg) * p_.in_plane();
@@ -159,7 +157,6 @@ class ConvKernel final : public Kernel {
     if (spread_groups) {
       // Many small products (grouped, depthwise): one single-threaded sgemm per group, the groups
       // spread over the session's threads.
-      openblas_set_num_threads(1);
       ctx.pool->parallel_for(units, 1, [&](int64_t u0, int64_t u1) {
         std::vector<float> own(p_.direct ? 0 : static_cast<size_t>(rows * plane));
         for (int64_t u = u0; u < u1; ++u) {
@@ -170,7 +167,6 @@ class ConvKernel final : public Kernel {
       });
       return Status();
     }
-    openblas_set_num_threads(threads_);
     for (int64_t u = 0; u < units; ++u) {
       const int64_t n = u / p_.group, g = u % p_.group;
       if (p_.direct) {

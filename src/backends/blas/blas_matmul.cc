@@ -103,12 +103,10 @@ class MatMulKernel final : public Kernel {
       }
       beta = p_.beta;
     }
-    openblas_set_num_threads(threads_);
     const blasint lda = p_.trans_a ? m : k, ldb = p_.trans_b ? k : n;
     for (size_t i = 0; i < l.a_offsets.size(); ++i) {
-      cblas_sgemm(CblasRowMajor, p_.trans_a ? CblasTrans : CblasNoTrans,
-                  p_.trans_b ? CblasTrans : CblasNoTrans, m, n, k, p_.alpha, a + l.a_offsets[i],
-                  lda, b + l.b_offsets[i], ldb, beta, y + static_cast<int64_t>(i) * l.m * l.n, n);
+      parallel_sgemm(ctx.pool, p_.trans_a, p_.trans_b, m, n, k, p_.alpha, a + l.a_offsets[i], lda,
+                     b + l.b_offsets[i], ldb, beta, y + static_cast<int64_t>(i) * l.m * l.n, n);
     }
     return Status();
   }

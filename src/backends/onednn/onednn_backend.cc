@@ -101,6 +101,7 @@ class OnednnBackend final : public Backend {
   }
 
   FusionStyle fusion_style() const override { return FusionStyle::kArbitrary; }
+  std::string thread_runtime() const override { return "openmp"; }
   // Deep enough that the PP-OCR det network is one kernel: layouts stay blocked throughout.
   int max_fusion_depth() const override { return 512; }
 

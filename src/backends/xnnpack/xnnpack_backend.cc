@@ -50,6 +50,7 @@ class XnnpackBackend final : public Backend {
   }
 
   FusionStyle fusion_style() const override { return FusionStyle::kArbitrary; }
+  std::string thread_runtime() const override { return "pthreadpool"; }
   // One XNNPACK runtime holds a whole network; every cut costs a layout round trip (NHWC -> NCHW
   // -> NHWC) at the boundary, so groups may be as deep as models are.
   int max_fusion_depth() const override { return 1024; }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "backends/xnnpack/xnnpack_transpose.h"
 
@@ -17,11 +19,26 @@ float* XnnpackKernel::Port::stage() {
   return staging.data();
 }
 
+namespace {
+// One pthreadpool per thread count for the whole process, shared by every XNNPACK kernel: a plan
+// with many XNNPACK partitions must not own as many sets of worker threads, which would wake,
+// spin and compete for the cores in turn. pthreadpool serializes the jobs given to one pool.
+// The pools live as long as the process.
+pthreadpool_t shared_pool(int threads) {
+  static std::mutex mu;
+  static std::map<int, pthreadpool_t> pools;
+  std::lock_guard<std::mutex> lock(mu);
+  pthreadpool_t& pool = pools[threads];
+  if (!pool) pool = pthreadpool_create(static_cast<size_t>(threads));
+  return pool;
+}
+}  // namespace
+
 Result<std::unique_ptr<Kernel>> XnnpackKernel::create(const SubGraph& sg, bool nhwc, int threads) {
   std::unique_ptr<XnnpackKernel> k(new XnnpackKernel());
   const Graph& g = sg.graph();
   if (threads > 1) {
-    k->pool_ = pthreadpool_create(static_cast<size_t>(threads));
+    k->pool_ = shared_pool(threads);
     if (!k->pool_)
       return internal_error("pthreadpool_create(" + std::to_string(threads) + ") failed");
   }
@@ -57,7 +74,6 @@ Result<std::unique_ptr<Kernel>> XnnpackKernel::create(const SubGraph& sg, bool n
 
 XnnpackKernel::~XnnpackKernel() {
   if (runtime_) xnn_delete_runtime(runtime_);
-  if (pool_) pthreadpool_destroy(pool_);
 }
 
 Status XnnpackKernel::bind(const std::vector<xnn_external_value>& values) {

@@ -42,7 +42,7 @@ class XnnpackKernel final : public Kernel {
   XnnpackKernel() = default;
   Status bind(const std::vector<xnn_external_value>& values);
 
-  pthreadpool_t pool_ = nullptr;
+  pthreadpool_t pool_ = nullptr;  // shared by every kernel with this thread count (not owned)
   xnn_runtime_t runtime_ = nullptr;
   StaticStore statics_;  // outlives runtime_ (destroyed after the destructor body)
   std::vector<Port> inputs_, outputs_;

@@ -1,0 +1,309 @@
+#include "runtime/optimizer.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "ir/subgraph.h"
+#include "partition/cached_estimator.h"
+#include "partition/cost_db.h"
+#include "runtime/buffer_pool.h"
+#include "runtime/executor.h"
+
+namespace tessera {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+Result<std::vector<const Backend*>> chosen_backends(const std::vector<std::string>& names) {
+  std::vector<const Backend*> out;
+  if (names.empty()) {
+    for (const Backend* b : all_backends())
+      if (b != &ref_backend() && b->available().ok()) out.push_back(b);
+    return out;
+  }
+  for (const std::string& name : names) {
+    const Backend* b = find_backend(name);
+    if (!b) return invalid_argument("unknown backend '" + name + "' (this build has: " + backend_names() + ")");
+    if (Status st = b->available(); !st.ok())
+      return Status(st.code(), "backend '" + name + "' is not available: " + st.message());
+    if (b != &ref_backend()) out.push_back(b);
+  }
+  return out;
+}
+
+// Transition costs through the cost database: measured once per pair of backends, thread count
+// and CPU, then remembered like any candidate's cost.
+class TransitionCosts {
+ public:
+  TransitionCosts(MeasuringEstimator& measuring, CostDatabase* db, int threads)
+      : measuring_(measuring), db_(db), threads_(threads), cpu_(cpu_model()) {}
+
+  double operator()(const Backend* from, const Backend* to) {
+    if (from == to) return 0;
+    auto [it, fresh] = known_.try_emplace({from, to}, 0.0);
+    if (!fresh) return it->second;
+    CostKey key{"transition", from->name() + "->" + to->name(), from->version() + " | " + to->version(), threads_,
+                cpu_};
+    if (db_) {
+      auto stored = db_->lookup(key);
+      if (stored.ok() && *stored && (*stored)->valid) return it->second = (**stored).seconds;
+    }
+    double seconds = measuring_.transition_seconds(from, to);
+    if (db_) (void)db_->store(key, Cost::of(seconds), "transition " + key.backend);
+    return it->second = seconds;
+  }
+
+ private:
+  MeasuringEstimator& measuring_;
+  CostDatabase* db_;
+  int threads_;
+  std::string cpu_;
+  std::map<std::pair<const Backend*, const Backend*>, double> known_;
+};
+
+}  // namespace
+
+Result<PlanTiming> time_partitions(const Graph& g, const std::vector<Partition>& partitions,
+                                   const std::vector<Tensor>& inputs, const MeasureOptions& options,
+                                   const std::vector<int>& owner, int num_owners) {
+  CompileOptions copts;
+  copts.threads = options.threads;
+  TESSERA_ASSIGN_OR_RETURN(GraphExecutor exec, GraphExecutor::create(g, partitions, copts));
+  BufferPool buffers;
+  ThreadPool pool(options.threads);
+  std::vector<std::vector<double>> step_times(exec.num_steps());
+  auto run = [&]() -> Status {
+    RunStats stats;
+    stats.profile = true;
+    TESSERA_ASSIGN_OR_RETURN(std::vector<Tensor> out, exec.run(inputs, {}, buffers, &pool, stats));
+    for (Tensor& t : out) buffers.detach(t);
+    for (int s = 0; s < exec.num_steps(); ++s) step_times[s].push_back(stats.step_seconds[s]);
+    return Status();
+  };
+  PlanTiming timing;
+  timing.total = time_repeatedly(run, options);
+  if (!timing.total.valid) return internal_error("running the plan: " + timing.total.reason);
+  timing.per_owner.assign(num_owners, 0.0);
+  for (int s = 0; s < exec.num_steps(); ++s) {
+    int o = owner[exec.step_nodes(s).front()];
+    if (o >= 0) timing.per_owner[o] += median(step_times[s]);
+  }
+  return timing;
+}
+
+namespace {
+
+// Costs asked again by a later search variant come from memory, with or without a database.
+class MemoEstimator final : public CostEstimator {
+ public:
+  explicit MemoEstimator(CostEstimator& inner) : inner_(inner) {}
+  Cost cost(const Candidate& c) override {
+    auto key = std::make_pair(c.backend, c.nodes.to_vector());
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    Cost cost = inner_.cost(c);
+    if (cost.measured) memo_.emplace(std::move(key), cost);
+    return cost;
+  }
+
+ private:
+  CostEstimator& inner_;
+  std::map<std::pair<const Backend*, std::vector<int>>, Cost> memo_;
+};
+
+// The backend sets to search: everything, and with two or more own-thread runtimes, each of them
+// alone with the tessera-thread backends (first: they are the likelier winners on few cores).
+std::vector<std::pair<std::string, std::vector<const Backend*>>> search_variants(
+    const std::vector<const Backend*>& backends) {
+  std::vector<const Backend*> shared;
+  std::map<std::string, std::vector<const Backend*>> own;
+  for (const Backend* b : backends) {
+    if (b->thread_runtime() == "tessera") {
+      shared.push_back(b);
+    } else {
+      own[b->thread_runtime()].push_back(b);
+    }
+  }
+  std::vector<std::pair<std::string, std::vector<const Backend*>>> variants;
+  if (own.size() >= 2) {
+    for (const auto& [runtime, bs] : own) {
+      std::vector<const Backend*> v = shared;
+      v.insert(v.end(), bs.begin(), bs.end());
+      variants.emplace_back(runtime + "+tessera", v);
+    }
+  }
+  variants.emplace_back("all", backends);
+  return variants;
+}
+
+}  // namespace
+
+Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& options) {
+  const auto started = Clock::now();
+  const auto deadline = started + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(std::max(0.0, options.budget_seconds)));
+  auto phase = [&](const std::string& name) {
+    if (!options.progress) return;
+    SearchProgress p;
+    p.num_nodes = g.num_nodes();
+    p.elapsed_seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    options.progress(name, p);
+  };
+  OptimizeResult result;
+  TESSERA_ASSIGN_OR_RETURN(std::vector<const Backend*> backends, chosen_backends(options.backends));
+
+  phase("reference");
+  TESSERA_ASSIGN_OR_RETURN(std::vector<Tensor> values,
+                           capture_reference_values(g, options.inputs, options.threads, options.seed));
+  std::vector<Tensor> inputs;
+  for (int v : g.inputs()) inputs.push_back(values[v]);
+
+  MeasureOptions measure = options.measure;
+  measure.threads = options.threads;
+  MeasuringEstimator measuring(g, values, measure);
+  std::unique_ptr<CostDatabase> db;
+  if (options.use_cost_db) {
+    auto opened = CostDatabase::open(options.cost_db);
+    if (opened.ok()) {
+      db = std::move(*opened);
+      result.cost_db_path = db->path();
+      if (!db->moved_aside().empty()) result.db_warning = "a corrupt cost database was moved to " + db->moved_aside();
+    } else {
+      result.db_warning = "cost database not used: " + opened.status().message();
+    }
+  }
+  CachedEstimator cached(g, db.get(), measuring, options.threads);
+  MemoEstimator memo(cached);
+  TransitionCosts transitions(measuring, db.get(), options.threads);
+
+  auto variants = search_variants(backends);
+  std::vector<SearchResult> searches;
+  double best = -1;
+  for (size_t k = 0; k < variants.size(); ++k) {
+    const auto& [name, variant_backends] = variants[k];
+    std::string label = variants.size() > 1 ? " " + std::to_string(k + 1) + "/" + std::to_string(variants.size()) : "";
+    phase("candidates" + label);
+    std::vector<Candidate> candidates = candidates_for(g, variant_backends, options.rules);
+    // The groups of each single-backend placement (`run --backend`) are candidates too: they fuse
+    // deeper than the rules' depth cap, and with them the plan can do at least as well as the
+    // best single backend.
+    for (const Backend* b : variant_backends) {
+      auto placed = place_on_backend(g, *b);
+      if (!placed.ok()) continue;
+      for (const Partition& p : *placed)
+        if (p.nodes.count() > 1) candidates.push_back(Candidate{p.nodes, b, "placement"});
+    }
+    candidates = dedupe_candidates(std::move(candidates));
+    result.num_candidates = std::max(result.num_candidates, static_cast<int>(candidates.size()));
+    SearchOptions so;
+    // Each variant may use an equal share of what is left of the budget (later ones reuse the
+    // costs the earlier ones measured, so they are quicker).
+    auto now = Clock::now();
+    so.deadline = now + (deadline - now) / static_cast<int>(variants.size() - k);
+    so.stop = options.stop;
+    so.progress = [&](const SearchProgress& p) {
+      if (options.progress) options.progress((p.merging ? "merge" : "search") + label, p);
+    };
+    if (options.transitions) so.transition = std::ref(transitions);
+    TESSERA_ASSIGN_OR_RETURN(SearchResult search, search_plan(g, candidates, memo, so));
+
+    PlanVariant pv;
+    pv.name = name;
+    for (const Backend* b : variant_backends) pv.backends.push_back(b->name());
+    pv.predicted_seconds = search.seconds;
+    std::vector<Partition> partitions;
+    for (const PlannedPartition& p : search.partitions) partitions.push_back(Partition{p.candidate.nodes, p.candidate.backend});
+    phase("end-to-end" + label);
+    std::vector<int> no_owner(g.num_nodes(), -1);
+    auto timing = time_partitions(g, partitions, inputs, measure, no_owner, 0);
+    if (timing.ok()) {
+      pv.measured_seconds = timing->total.seconds;
+      if (best < 0 || pv.measured_seconds < best) best = pv.measured_seconds, result.chosen_variant = static_cast<int>(k);
+    } else {
+      pv.error = timing.status().message();
+    }
+    result.variants.push_back(std::move(pv));
+    searches.push_back(std::move(search));
+  }
+  if (best < 0) return internal_error("no plan could be run: " + result.variants.back().error);
+  result.search = std::move(searches[result.chosen_variant]);
+  result.measured = measuring.measured();
+  result.cache_hits = cached.hits();
+  result.db_errors = cached.errors();
+  result.out_of_budget = !result.search.optimal;
+
+  Plan& plan = result.plan;
+  plan.model = options.model_name;
+  plan.model_hash = graph_hash(g);
+  plan.threads = options.threads;
+  plan.cpu = cpu_model();
+  plan.input_shapes = options.input_shapes;
+  plan.predicted_seconds = result.search.seconds;
+  plan.transition_seconds = result.search.transition_seconds;
+  std::vector<Partition> partitions;
+  std::vector<int> owner(g.num_nodes(), -1);
+  for (const PlannedPartition& p : result.search.partitions) {
+    const Candidate& c = p.candidate;
+    PlanPartition pp;
+    pp.backend = c.backend->name();
+    pp.nodes = c.nodes.to_vector();
+    pp.label = SubGraph(g, c.nodes).label();
+    pp.rule = c.rule_name;
+    if (p.cost.valid) pp.seconds = p.cost.seconds, pp.noise = p.cost.noise;
+    plan.backend_versions[pp.backend] = c.backend->version();
+    for (int n : pp.nodes) owner[n] = static_cast<int>(plan.partitions.size());
+    plan.partitions.push_back(std::move(pp));
+    partitions.push_back(Partition{c.nodes, c.backend});
+  }
+
+  // The chosen plan once more, partition by partition, for the report.
+  phase("end-to-end");
+  TESSERA_ASSIGN_OR_RETURN(PlanTiming timing, time_partitions(g, partitions, inputs, measure, owner,
+                                                              static_cast<int>(plan.partitions.size())));
+  plan.measured_seconds = timing.total.seconds;
+  result.measured_noise = timing.total.noise;
+  for (size_t i = 0; i < plan.partitions.size(); ++i)
+    result.timings.push_back({plan.partitions[i].seconds, timing.per_owner[i]});
+  result.elapsed_seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  return result;
+}
+
+std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, const std::map<std::string, Tensor>& given,
+                                             const MeasureOptions& options, uint64_t seed) {
+  std::vector<PlacementTiming> out;
+  std::vector<Tensor> inputs;
+  for (int v : g.inputs()) {
+    const Value& val = g.value(v);
+    if (auto it = given.find(val.name); it != given.end()) {
+      inputs.push_back(it->second);
+    } else if (val.type.is_static()) {
+      inputs.push_back(random_input_tensor(val.type.dtype, val.type.static_dims(), seed + inputs.size()));
+    } else {
+      out.push_back({"inputs", Cost::invalid("input '" + val.name + "' has dynamic dims: give its shape")});
+      return out;
+    }
+  }
+  std::vector<int> owner(g.num_nodes(), -1);
+  auto time_one = [&](const std::string& name, const Result<std::vector<Partition>>& parts) {
+    if (!parts.ok()) return out.push_back({name, Cost::invalid(parts.status().message())});
+    auto t = time_partitions(g, *parts, inputs, options, owner, 0);
+    out.push_back({name, t.ok() ? t->total : Cost::invalid(t.status().message())});
+  };
+  if (plan) time_one("plan", place_by_plan(g, *plan));
+  for (const Backend* b : all_backends()) {
+    if (b == &ref_backend()) {
+      time_one("ref", std::vector<Partition>{});
+    } else if (b->available().ok()) {
+      time_one(b->name(), place_on_backend(g, *b));
+    }
+  }
+  return out;
+}
+
+}  // namespace tessera

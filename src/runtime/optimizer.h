@@ -1,0 +1,106 @@
+// The optimizer behind `tessera optimize`: candidates of every backend, measured on the machine
+// (through the persistent cost database), the cheapest covering by shortest-path search, then
+// the plan measured end to end.
+//
+//   1. one reference run keeps every intermediate tensor (the measuring estimator's inputs);
+//   2. candidates_for(): each available backend's partition rules;
+//   3. search_plan() with a CachedEstimator over a MeasuringEstimator, transitions between
+//      backends measured per pair (and cached too), within the wall-clock budget (anytime);
+//   4. the plan is run end to end, partition by partition timed, and compared with the prediction.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "partition/plan.h"
+#include "partition/rules.h"
+#include "partition/search.h"
+#include "runtime/measuring_estimator.h"
+#include "runtime/placement.h"
+
+namespace tessera {
+
+struct OptimizeOptions {
+  int threads = 1;
+  std::vector<std::string> backends;  // names to consider; empty: every available backend
+  double budget_seconds = 600;        // wall clock for the whole optimization
+  std::string cost_db;                // "" : CostDatabase::default_path()
+  bool use_cost_db = true;
+  std::map<std::string, Tensor> inputs;  // the rest are random (seeded)
+  uint64_t seed = 1;
+  RuleOptions rules;
+  MeasureOptions measure;  // threads are overridden by `threads`
+  bool transitions = true;  // measure and charge transitions between backends
+  std::string model_name;   // recorded in the plan
+  std::map<std::string, std::vector<int64_t>> input_shapes;  // recorded in the plan
+  // Called often from the search (phase "search", "merge"), and at phase changes ("reference",
+  // "candidates", "end-to-end").
+  std::function<void(const std::string& phase, const SearchProgress&)> progress;
+  std::function<bool()> stop;  // true ends the search early (as the budget does)
+};
+
+// A partition of the plan as it ran inside the whole plan.
+struct PartitionTiming {
+  double isolated_seconds = -1;  // measured alone (the prediction's part)
+  double in_plan_seconds = 0;    // median over the end-to-end runs
+};
+
+// One search over a set of backends, its plan measured end to end. Backends whose kernels run on
+// their own thread runtimes (Backend::thread_runtime) interfere when mixed, which the additive
+// cost model cannot see; so with two or more such runtimes available, the optimizer searches once
+// per runtime (that runtime's backends with the tessera-thread ones) and once with everything,
+// and keeps the variant that measures fastest end to end.
+struct PlanVariant {
+  std::string name;  // "openmp+tessera", "all"
+  std::vector<std::string> backends;
+  double predicted_seconds = 0;
+  double measured_seconds = -1;  // -1: it could not be run
+  std::string error;
+};
+
+struct OptimizeResult {
+  Plan plan;
+  SearchResult search;  // of the chosen variant
+  std::vector<PlanVariant> variants;
+  int chosen_variant = 0;
+  std::vector<PartitionTiming> timings;  // by plan partition
+  int num_candidates = 0;
+  int measured = 0;    // candidates compiled and timed in this run
+  int cache_hits = 0;  // costs found in the cost database
+  int db_errors = 0;
+  std::string cost_db_path;  // "" without a database
+  std::string db_warning;    // the database was unusable or moved aside
+  double measured_noise = 0;
+  double elapsed_seconds = 0;
+  bool out_of_budget = false;  // the search stopped at the budget (the plan may not be optimal)
+};
+
+Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& options);
+
+// A whole-model placement timed end to end: a plan, or one backend (`tessera run --backend`).
+struct PlacementTiming {
+  std::string name;  // "plan", "onednn", "ref", ...
+  Cost cost;         // invalid (with the reason) if it could not be built or run
+};
+
+// Times every available backend's single-backend placement (that backend plus ref for the rest;
+// "ref" alone too) and `plan` when given, side by side in one process, on the same inputs.
+// Seeded random inputs for those not in `inputs`.
+std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, const std::map<std::string, Tensor>& inputs,
+                                             const MeasureOptions& options, uint64_t seed = 1);
+
+// Runs g with `partitions` end to end on `inputs` (by graph input order): the median and IQR of
+// whole runs, and the median time of each executor step (partition or reference node) by the
+// partition index it belongs to (`owner` maps node -> index into the result's per-partition list).
+struct PlanTiming {
+  Cost total;
+  std::vector<double> per_owner;
+};
+Result<PlanTiming> time_partitions(const Graph& g, const std::vector<Partition>& partitions,
+                                   const std::vector<Tensor>& inputs, const MeasureOptions& options,
+                                   const std::vector<int>& owner, int num_owners);
+
+}  // namespace tessera

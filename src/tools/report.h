@@ -1,0 +1,42 @@
+// What `tessera optimize` tells people: a plain-text summary on stdout, JSON with --json, and an
+// HTML report with a picture of the graph coloured by backend (Graphviz's `dot`, when installed).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "runtime/optimizer.h"
+
+namespace tessera {
+
+struct OptimizeSummary {
+  double predicted_seconds = 0, measured_seconds = 0, noise_seconds = 0, transition_seconds = 0;
+  // |measured - predicted| / measured; above 15% the interacting partitions are listed.
+  double prediction_error = 0;
+  std::string best_single;  // the fastest single-backend placement ("" when not timed)
+  double best_single_seconds = 0;
+  double speedup = 0;  // best_single_seconds / measured_seconds
+  std::map<std::string, std::pair<int, int>> per_backend;  // name -> (partitions, nodes)
+  // Plan partitions (indices) whose time inside the whole plan differs from their time alone by
+  // more than 15% and 2% of the total: the ones that interact (caches, threads).
+  std::vector<int> interacting;
+};
+
+OptimizeSummary summarize_optimization(const Graph& g, const OptimizeResult& r,
+                                       const std::vector<PlacementTiming>& placements);
+std::string summary_text(const OptimizeSummary& s, const OptimizeResult& r);
+nlohmann::json summary_json(const OptimizeSummary& s, const OptimizeResult& r);
+
+// The graph as Graphviz dot text: nodes filled by backend, each backend partition a cluster.
+std::string plan_dot(const Graph& g, const Plan& plan);
+// plan_dot rendered to SVG by `dot -Tsvg`; an error when Graphviz is not installed or fails.
+Result<std::string> render_svg(const std::string& dot);
+
+Status write_report_html(const std::string& path, const Graph& g, const OptimizeResult& r,
+                         const std::vector<PlacementTiming>& placements);
+
+// "90s", "10m", "1h", "250ms", "42" (seconds).
+Result<double> parse_duration(const std::string& s);
+
+}  // namespace tessera
