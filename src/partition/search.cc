@@ -319,9 +319,12 @@ Result<SearchResult> Searcher::run() {
   std::unordered_map<Frontier, int, FrontierHash> state_of;
   using Item = std::pair<double, int>;  // (dist, state); ties go to the older state
   std::priority_queue<Item, std::vector<Item>, std::greater<>> queue;
+  // Exact: states are whole frontiers. Otherwise (large graphs) one state per covered set, keeping
+  // the frontier of its cheapest path (Collage's state): far fewer states, plans still valid.
+  auto key_of = [&](const Frontier& f) { return options_.exact ? f : Frontier{f.covered, {}, {}}; };
   auto add_state = [&](Frontier f, double dist, int parent, int cand) {
     int id = static_cast<int>(states.size());
-    state_of.emplace(f, id);
+    state_of.emplace(key_of(f), id);
     states.push_back(State{std::move(f), dist, parent, cand, false});
     queue.push({dist, id});
     return id;
@@ -357,14 +360,15 @@ Result<SearchResult> Searcher::run() {
       if (cand.nodes.intersects(here.covered) || !convex(c)) continue;
       if (closes_cycle(here, cand.nodes)) continue;
       Frontier next = extend(here, c);
-      auto known = state_of.find(next);
+      const Frontier key = key_of(next);
+      auto known = state_of.find(key);
       if (known != state_of.end() && states[known->second].dist <= d)
         continue;  // cannot improve it
       const std::optional<Cost>& cost = cost_of(c);
       if (!cost->valid) continue;
       double nd = d + cost->seconds + crossing_cost(here, c);
       if (nd >= best) continue;
-      known = state_of.find(next);  // (the estimator call does not touch states; keep it simple)
+      known = state_of.find(key);  // (the estimator call does not touch states; keep it simple)
       int id;
       if (known == state_of.end()) {
         bool complete = next.covered.count() == n_;
@@ -374,6 +378,7 @@ Result<SearchResult> Searcher::run() {
         if (nd >= states[known->second].dist) continue;
         id = known->second;
         states[id].dist = nd, states[id].parent = s, states[id].candidate = c;
+        states[id].frontier = std::move(next);
         queue.push({nd, id});
         if (states[id].frontier.covered.count() == n_) best = nd, best_state = id;
       }
@@ -381,7 +386,8 @@ Result<SearchResult> Searcher::run() {
     if (best < kInfinity) progress_.best_seconds = best;
   }
   result.states_expanded = progress_.states_expanded;
-  result.optimal = finished;
+  result.finished = finished;
+  result.optimal = finished && options_.exact;
 
   std::vector<int> chosen;
   int from = best_state >= 0 ? best_state : most_advanced;

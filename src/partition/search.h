@@ -52,6 +52,12 @@ struct SearchOptions {
   std::function<void(const SearchProgress&)> progress;
   int progress_every = 256;
   bool merge = true;  // merge touching partitions of one backend at the end
+  // Exact: a state is the covered set and how its boundary was grouped (see above), and the
+  // plan is optimal over the candidates. Otherwise a state is the covered set alone, keeping the
+  // grouping of its cheapest path (Collage's search): plans are still valid (every step is
+  // checked against that grouping) but may miss a cheaper plan; for large graphs, where exact
+  // states multiply.
+  bool exact = true;
   // The cost of handing a tensor from a partition on `from` to one on `to` (called only for
   // different backends); charged once per tensor and consuming backend where the plan crosses.
   // Unset: transitions are free (Collage's model). With it, a state also remembers the backend
@@ -70,7 +76,8 @@ struct SearchResult {
   std::vector<PlannedPartition> partitions;
   double seconds = 0;     // predicted: the sum of the valid partition costs and the transitions
   double transition_seconds = 0;  // the part of `seconds` spent crossing between backends
-  bool optimal = false;   // the search finished before the deadline (optimal over the candidates)
+  bool finished = false;  // the search ended before the deadline
+  bool optimal = false;   // an exact search finished (optimal over the candidates)
   bool fallback = false;  // no complete plan by the deadline: completed greedily
   int merges = 0;
   int64_t states_expanded = 0;

@@ -207,6 +207,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     auto now = Clock::now();
     so.deadline = now + (deadline - now) / static_cast<int>(variants.size() - k);
     so.stop = options.stop;
+    so.exact = g.num_nodes() <= options.max_exact_nodes;
     so.progress = [&](const SearchProgress& p) {
       if (options.progress) options.progress((p.merging ? "merge" : "search") + label, p);
     };
@@ -236,7 +237,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
   result.measured = measuring.measured();
   result.cache_hits = cached.hits();
   result.db_errors = cached.errors();
-  result.out_of_budget = !result.search.optimal;
+  result.out_of_budget = !result.search.finished;
 
   Plan& plan = result.plan;
   plan.model = options.model_name;

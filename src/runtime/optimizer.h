@@ -34,6 +34,7 @@ struct OptimizeOptions {
   RuleOptions rules;
   MeasureOptions measure;  // threads are overridden by `threads`
   bool transitions = true;  // measure and charge transitions between backends
+  int max_exact_nodes = 40;  // larger graphs are searched with one state per covered set
   std::string model_name;   // recorded in the plan
   std::map<std::string, std::vector<int64_t>> input_shapes;  // recorded in the plan
   // Called often from the search (phase "search", "merge"), and at phase changes ("reference",

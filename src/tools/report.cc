@@ -187,6 +187,7 @@ nlohmann::json summary_json(const OptimizeSummary& s, const OptimizeResult& r) {
   j["cache_hits"] = r.cache_hits;
   j["elapsed_s"] = r.elapsed_seconds;
   j["optimal"] = r.search.optimal;
+  j["finished"] = r.search.finished;
   for (size_t k = 0; k < r.variants.size(); ++k) {
     const PlanVariant& v = r.variants[k];
     j["variants"].push_back({{"name", v.name}, {"backends", v.backends}, {"predicted_ms", v.predicted_seconds * 1e3},

@@ -69,7 +69,9 @@ void expect_valid_plan(const Graph& g, const SearchResult& r) {
 
 // Every valid partitioning, by branch and bound over the same candidates (costs are >= 0, so a
 // partial sum at or above the best cannot lead to a better one).
-double brute_force_best(const Graph& g, const std::vector<Candidate>& cs, CostEstimator& est) {
+// With `transition`, a complete partitioning also pays plan_transition_seconds.
+double brute_force_best(const Graph& g, const std::vector<Candidate>& cs, CostEstimator& est,
+                        const std::function<double(const Backend*, const Backend*)>& transition = {}) {
   const int n = g.num_nodes();
   std::vector<std::vector<int>> by_first(n);
   std::vector<Cost> costs;
@@ -79,18 +81,22 @@ double brute_force_best(const Graph& g, const std::vector<Candidate>& cs, CostEs
   }
   double best = std::numeric_limits<double>::infinity();
   std::vector<NodeSet> chosen;
+  std::vector<PlannedPartition> parts;
   std::function<void(const NodeSet&, double)> visit = [&](const NodeSet& covered, double sum) {
     if (sum >= best) return;
     if (covered.count() == n) {
-      if (acyclic(g, chosen)) best = sum;
+      if (transition) sum += plan_transition_seconds(g, parts, transition);
+      if (sum < best && acyclic(g, chosen)) best = sum;
       return;
     }
     int u = (NodeSet::all(n) - covered).first();
     for (int c : by_first[u]) {
       if (!costs[c].valid || cs[c].nodes.intersects(covered)) continue;
       chosen.push_back(cs[c].nodes);
+      parts.push_back({cs[c], costs[c]});
       visit(covered | cs[c].nodes, sum + costs[c].seconds);
       chosen.pop_back();
+      parts.pop_back();
     }
   };
   visit(NodeSet(n), 0.0);
@@ -213,6 +219,16 @@ TEST(Search, OptimalAgainstBruteForceOnRandomGraphs) {
     expect_valid_plan(g, *r);
     for (const PlannedPartition& p : r->partitions)
       cases_with_groups += p.candidate.nodes.count() > 1;
+    // One state per covered set (the large-graph mode): still a valid plan, never below the optimum.
+    SearchOptions coarse = no_merge;
+    coarse.exact = false;
+    MockEstimator coarse_est(g, model);
+    auto approx = search_plan(g, cs, coarse_est, coarse);
+    ASSERT_TRUE(approx.ok());
+    EXPECT_TRUE(approx->finished);
+    EXPECT_FALSE(approx->optimal);
+    EXPECT_GE(approx->seconds, best - 1e-12);
+    expect_valid_plan(g, *approx);
     // Merging afterwards never makes the plan worse.
     MockEstimator merge_est(g, model);
     auto merged = search_plan(g, cs, merge_est);
@@ -221,6 +237,46 @@ TEST(Search, OptimalAgainstBruteForceOnRandomGraphs) {
     expect_valid_plan(g, *merged);
   }
   EXPECT_GT(cases_with_groups, 10);  // the plans do use fused groups
+}
+
+// Transitions between backends (different prices per pair) change which plan is best; the search
+// charges them as a plan pays them (per tensor and consuming partition) and stays optimal.
+TEST(Search, OptimalWithTransitionCostsAgainstBruteForce) {
+  World w;
+  int cases_with_crossings = 0, cases_changed = 0;
+  for (uint32_t seed = 1; seed <= 30; ++seed) {
+    std::mt19937 rng(seed + 100);
+    Graph g = random_graph(rng, 3 + static_cast<int>(seed % 8));  // 3..10 nodes
+    std::vector<Candidate> cs = w.candidates(g);
+    MockCostModel model = World::random_costs(rng);
+    std::uniform_real_distribution<double> u(0.1e-3, 1.5e-3);
+    std::map<std::pair<const Backend*, const Backend*>, double> price;
+    auto transition = [&](const Backend* from, const Backend* to) {
+      EXPECT_NE(from, to);
+      auto [it, fresh] = price.try_emplace({from, to}, 0.0);
+      if (fresh) it->second = u(rng);
+      return it->second;
+    };
+    MockEstimator brute_est(g, model), search_est(g, model), free_est(g, model);
+    double best = brute_force_best(g, cs, brute_est, transition);
+    SearchOptions opts;
+    opts.merge = false;
+    opts.transition = transition;
+    auto r = search_plan(g, cs, search_est, opts);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_TRUE(r->optimal);
+    EXPECT_NEAR(r->seconds, best, 1e-12) << "seed " << seed << ", " << g.num_nodes() << " nodes";
+    EXPECT_NEAR(r->transition_seconds, plan_transition_seconds(g, r->partitions, transition), 1e-15);
+    expect_valid_plan(g, *r);
+    cases_with_crossings += r->transition_seconds > 0;
+    SearchOptions free_opts;
+    free_opts.merge = false;
+    auto free_plan = search_plan(g, cs, free_est, free_opts);
+    ASSERT_TRUE(free_plan.ok());
+    cases_changed += plan_transition_seconds(g, free_plan->partitions, transition) + free_plan->seconds > best + 1e-12;
+  }
+  EXPECT_GT(cases_with_crossings, 3);
+  EXPECT_GT(cases_changed, 3);  // ignoring transitions (Collage) picks worse plans
 }
 
 // One cheap backend that fuses any convex pair, with any number of exits: many

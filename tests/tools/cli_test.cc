@@ -108,7 +108,7 @@ TEST(Cli, RunRefusesInputsThatDoNotFitInMemory) {
 }
 
 TEST(Cli, HelpOnEveryCommand) {
-  for (const char* cmd : {"", "run ", "info ", "conformance ", "backends "}) {
+  for (const char* cmd : {"", "run ", "info ", "conformance ", "backends ", "optimize ", "bench "}) {
     Output o = run_tessera(std::string(cmd) + "--help");
     EXPECT_EQ(o.exit_code, 0) << cmd;
     EXPECT_NE(o.text.find("Usage"), std::string::npos) << cmd;
@@ -138,6 +138,61 @@ TEST(Cli, RunWithBackend) {
   Output unknown = run_tessera(std::string("run --backend nosuch ") + kAddModel);
   EXPECT_EQ(unknown.exit_code, 1);
   EXPECT_NE(unknown.text.find("unknown backend 'nosuch'"), std::string::npos) << unknown.text;
+}
+
+// optimize -> plan.json + report; run --plan replays it; a second optimize measures nothing.
+TEST(Cli, OptimizeWritesAPlanThatRunReplays) {
+  const std::string model = "/usr/share/libonnx-testdata/data/pytorch-operator/test_operator_basic/model.onnx";
+  fs::path dir = temp_dir("optimize");
+  std::string common = model + " --threads 1 --budget 60s --no-compare --cost-db " + (dir / "costs.sqlite").string() +
+                       " -o " + (dir / "plan.json").string();
+  Output first = run_tessera("optimize " + common + " --report " + (dir / "report.html").string());
+  ASSERT_EQ(first.exit_code, 0) << first.text;
+  EXPECT_NE(first.text.find("predicted"), std::string::npos) << first.text;
+  EXPECT_NE(first.text.find("measured"), std::string::npos) << first.text;
+  auto plan = nlohmann::json::parse(std::ifstream(dir / "plan.json"));
+  EXPECT_EQ(plan["format"], 1);
+  EXPECT_FALSE(plan["partitions"].empty());
+  std::ifstream report(dir / "report.html");
+  std::string html((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
+  EXPECT_NE(html.find("Partitions"), std::string::npos);
+  if (std::system("command -v dot >/dev/null 2>&1") == 0) {
+    EXPECT_NE(html.find("<svg"), std::string::npos);
+  }
+
+  Output second = run_tessera("optimize --json " + common);
+  ASSERT_EQ(second.exit_code, 0) << second.text;
+  auto j = nlohmann::json::parse(second.text);
+  EXPECT_EQ(j["measured_now"], 0) << second.text;
+  EXPECT_GT(j["cache_hits"].get<int>(), 0);
+
+  Output run = run_tessera("run --json " + model + " --plan " + (dir / "plan.json").string());
+  ASSERT_EQ(run.exit_code, 0) << run.text;
+  EXPECT_EQ(nlohmann::json::parse(run.text)["backend"], "plan");
+  // A plan for another model is refused with a clear error.
+  Output other = run_tessera(std::string("run ") + kAddModel + " --plan " + (dir / "plan.json").string());
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_NE(other.text.find("another model"), std::string::npos) << other.text;
+  Output bad_budget = run_tessera("optimize " + model + " --budget soon");
+  EXPECT_EQ(bad_budget.exit_code, 1);
+  EXPECT_NE(bad_budget.text.find("bad duration"), std::string::npos) << bad_budget.text;
+}
+
+TEST(Cli, BenchComparesThePlanWithEverySingleBackend) {
+  const std::string model = "/usr/share/libonnx-testdata/data/pytorch-operator/test_operator_basic/model.onnx";
+  fs::path dir = temp_dir("bench");
+  Output opt = run_tessera("optimize -q --no-compare " + model + " --cost-db " + (dir / "c.sqlite").string() + " -o " +
+                           (dir / "plan.json").string());
+  ASSERT_EQ(opt.exit_code, 0) << opt.text;
+  Output o = run_tessera("bench --json --no-ort --min-time 0.05 " + model + " --plan " + (dir / "plan.json").string());
+  ASSERT_EQ(o.exit_code, 0) << o.text;
+  auto j = nlohmann::json::parse(o.text.substr(o.text.find('{')));
+  ASSERT_GE(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["name"], "plan");
+  EXPECT_DOUBLE_EQ(j["rows"][0]["ratio_to_plan"].get<double>(), 1.0);
+  bool has_ref = false;
+  for (const auto& r : j["rows"]) has_ref |= r["name"] == "ref" && r["valid"] == true;
+  EXPECT_TRUE(has_ref) << o.text;
 }
 
 TEST(Cli, InfoReportsOpsAndTypes) {

@@ -1,0 +1,271 @@
+// The measuring estimator, plans and the optimizer on small graphs with the real backends.
+#include "runtime/optimizer.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include <unistd.h>
+
+#include "backends/test_graph.h"
+#include "ir/tensor_compare.h"
+#include "partition/cost_db.h"
+#include "runtime/session.h"
+
+namespace tessera {
+namespace {
+
+using testing_graph::Dims;
+using testing_graph::TestGraph;
+
+// A backend that runs Relu wrongly (as the identity), or fails to compile anything.
+class BrokenBackend final : public Backend {
+ public:
+  explicit BrokenBackend(bool compiles) : compiles_(compiles) {}
+  std::string name() const override { return compiles_ ? "wrong" : "nobuild"; }
+  std::string version() const override { return "0"; }
+  Status available() const override { return Status(); }
+  FusionStyle fusion_style() const override { return FusionStyle::kNone; }
+  Status supports(const Graph& g, int n) const override {
+    return g.node(n).op_type == "Relu" ? Status() : unimplemented("Relu only");
+  }
+  std::vector<std::string> claimed_patterns() const override { return {"Relu"}; }
+  Result<std::unique_ptr<Kernel>> compile(const SubGraph&, const CompileOptions&) const override {
+    if (!compiles_) return unimplemented("no kernel for this shape");
+    struct Identity final : Kernel {
+      Status run(const std::vector<const Tensor*>& in, std::vector<Tensor>& out, KernelRunContext& ctx) override {
+        out[0] = ctx.alloc.allocate(DType::kFloat32, in[0]->dims());
+        std::copy(in[0]->data<float>(), in[0]->data<float>() + in[0]->numel(), out[0].data<float>());
+        return Status();
+      }
+    };
+    return std::unique_ptr<Kernel>(new Identity());
+  }
+
+ private:
+  bool compiles_;
+};
+
+// x -> Conv -> Relu -> Conv -> Add(residual) -> Sigmoid -> GlobalAveragePool, plus a MatMul branch.
+TestGraph small_net() {
+  TestGraph t;
+  int x = t.input({1, 8, 12, 12});
+  int c1 = t.op("Conv", {x, t.constant({8, 8, 3, 3}, -0.3f, 0.3f), t.constant({8})}, {{"pads", Attribute::of_ints({1, 1, 1, 1})}});
+  int r = t.op("Relu", {c1});
+  int c2 = t.op("Conv", {r, t.constant({8, 8, 3, 3}, -0.3f, 0.3f)}, {{"pads", Attribute::of_ints({1, 1, 1, 1})}});
+  int a = t.op("Add", {c2, x});
+  int s = t.op("Sigmoid", {a});
+  int p = t.op("GlobalAveragePool", {s});
+  int m = t.op("MatMul", {t.op("Reshape", {p, t.ints({1, 8})}), t.constant({8, 16})});
+  t.finish({m, t.op("Relu", {a})});
+  return t;
+}
+
+MeasureOptions quick(int threads = 1) {
+  MeasureOptions m;
+  m.threads = threads;
+  m.warmup_runs = 1;
+  m.min_runs = 3;
+  m.min_total_seconds = 0.001;
+  return m;
+}
+
+std::map<std::string, Tensor> named_inputs(const TestGraph& t) {
+  std::map<std::string, Tensor> m;
+  for (size_t i = 0; i < t.g.inputs().size(); ++i) m[t.g.value(t.g.inputs()[i]).name] = t.inputs[i];
+  return m;
+}
+
+std::string temp_path(const std::string& name) {
+  auto p = std::filesystem::temp_directory_path() / ("tessera_optimizer_test_" + name + "_" + std::to_string(getpid()));
+  std::filesystem::remove(p);
+  return p.string();
+}
+
+TEST(MeasuringEstimator, CapturesEveryValueOfTheReferenceRun) {
+  TestGraph t = small_net();
+  auto values = capture_reference_values(t.g, named_inputs(t), 1);
+  ASSERT_TRUE(values.ok()) << values.status().to_string();
+  std::vector<Tensor> want = testing_graph::run_ref(t);
+  for (size_t o = 0; o < t.g.outputs().size(); ++o)
+    EXPECT_TRUE(compare_tensors((*values)[t.g.outputs()[o]], want[o], 0, 0).ok());
+  for (int v = 0; v < t.g.num_values(); ++v) EXPECT_TRUE((*values)[v].defined()) << t.g.value(v).name;
+}
+
+TEST(MeasuringEstimator, TimesValidCandidatesOnTheirRealInputs) {
+  TestGraph t = small_net();
+  auto values = capture_reference_values(t.g, named_inputs(t), 1);
+  ASSERT_TRUE(values.ok());
+  MeasuringEstimator est(t.g, *values, quick());
+  int timed = 0;
+  for (const Backend* b : all_backends()) {
+    if (!b->available().ok()) continue;
+    for (const Candidate& c : candidates_for(t.g, {b})) {
+      if (c.backend != b) continue;
+      Cost cost = est.cost(c);
+      if (!cost.valid) {
+        // A backend may refuse a shape at compile time; it must never compute wrongly.
+        EXPECT_EQ(cost.reason.find("differs"), std::string::npos) << c.describe(t.g) << ": " << cost.reason;
+        continue;
+      }
+      EXPECT_GT(cost.seconds, 0) << c.describe(t.g);
+      EXPECT_GE(cost.noise, 0);
+      ++timed;
+    }
+  }
+  EXPECT_GT(timed, 10);
+  EXPECT_GE(est.measured(), timed);  // every compiled candidate is counted
+}
+
+TEST(MeasuringEstimator, WrongResultsAndFailedBuildsMakeCandidatesInvalid) {
+  TestGraph t = small_net();
+  auto values = capture_reference_values(t.g, named_inputs(t), 1);
+  ASSERT_TRUE(values.ok());
+  MeasuringEstimator est(t.g, *values, quick());
+  BrokenBackend wrong(true), nobuild(false);
+  int relu = -1;
+  for (int n = 0; n < t.g.num_nodes(); ++n)
+    if (t.g.node(n).op_type == "Relu") relu = n;
+  ASSERT_GE(relu, 0);
+  Cost c1 = est.cost(Candidate{NodeSet::of(t.g.num_nodes(), {relu}), &wrong, "test"});
+  EXPECT_FALSE(c1.valid);
+  EXPECT_NE(c1.reason.find("differs from the reference"), std::string::npos) << c1.reason;
+  Cost c2 = est.cost(Candidate{NodeSet::of(t.g.num_nodes(), {relu}), &nobuild, "test"});
+  EXPECT_FALSE(c2.valid);
+  EXPECT_NE(c2.reason.find("does not build"), std::string::npos) << c2.reason;
+  // The reference backend itself always matches.
+  Cost c3 = est.cost(Candidate{NodeSet::of(t.g.num_nodes(), {relu}), &ref_backend(), "host"});
+  EXPECT_TRUE(c3.valid) << c3.reason;
+}
+
+TEST(MeasuringEstimator, TransitionsAreZeroWithinABackendAndNeverNegative) {
+  TestGraph t = small_net();
+  auto values = capture_reference_values(t.g, named_inputs(t), 2);
+  ASSERT_TRUE(values.ok());
+  MeasuringEstimator est(t.g, *values, quick(2));
+  for (const Backend* a : all_backends())
+    for (const Backend* b : all_backends()) {
+      if (!a->available().ok() || !b->available().ok()) continue;
+      double s = est.transition_seconds(a, b);
+      if (a == b) {
+        EXPECT_EQ(s, 0);
+      }
+      EXPECT_GE(s, 0);
+      EXPECT_LT(s, 0.5);
+      EXPECT_EQ(s, est.transition_seconds(b, a));  // measured once per pair, both ways
+    }
+}
+
+TEST(Plan, JsonRoundTripAndRefusals) {
+  Plan p;
+  p.model = "m.onnx";
+  p.model_hash = "0123456789abcdef";
+  p.threads = 2;
+  p.cpu = "cpu";
+  p.input_shapes["x"] = {1, 3, 8, 8};
+  p.predicted_seconds = 0.01;
+  p.measured_seconds = 0.011;
+  p.partitions.push_back({"native", {0, 1, 2}, "Conv+Relu+Add", "merge", 0.004, 0.0001});
+  p.partitions.push_back({"ref", {3}, "Sigmoid", "host", -1, 0});
+  auto back = plan_from_json(plan_to_json(p));
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->model_hash, p.model_hash);
+  EXPECT_EQ(back->threads, 2);
+  EXPECT_EQ(back->input_shapes, p.input_shapes);
+  ASSERT_EQ(back->partitions.size(), 2u);
+  EXPECT_EQ(back->partitions[0].nodes, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(back->partitions[1].backend, "ref");
+  EXPECT_DOUBLE_EQ(back->partitions[0].seconds, 0.004);
+  for (const char* bad : {"", "[]", "{\"format\": 7}", "{\"format\": 1}", "{\"format\": 1, \"model_hash\": 3}",
+                          "{\"format\": 1, \"model_hash\": \"x\", \"partitions\": [{\"nodes\": [1]}]}"}) {
+    auto r = plan_from_json(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+  }
+  EXPECT_FALSE(read_plan(temp_path("missing.json")).ok());
+}
+
+TEST(Optimizer, PlansMeasuresOnceAndReplays) {
+  TestGraph t = small_net();
+  std::string db = temp_path("costs.sqlite");
+  OptimizeOptions o;
+  o.threads = 1;
+  o.cost_db = db;
+  o.budget_seconds = 120;
+  o.measure = quick();
+  o.inputs = named_inputs(t);
+  o.model_name = "small_net";
+  auto first = optimize_graph(t.g, o);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_GT(first->measured, 0);
+  EXPECT_TRUE(first->search.optimal);
+  EXPECT_GT(first->plan.measured_seconds, 0);
+  EXPECT_EQ(first->timings.size(), first->plan.partitions.size());
+  std::vector<int> covered(t.g.num_nodes(), 0);
+  for (const PlanPartition& p : first->plan.partitions)
+    for (int n : p.nodes) ++covered[n];
+  for (int n = 0; n < t.g.num_nodes(); ++n) EXPECT_EQ(covered[n], 1) << t.g.node(n).describe();
+
+  // A second optimization of the same graph measures nothing new and chooses the same plan.
+  auto second = optimize_graph(t.g, o);
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  EXPECT_EQ(second->measured, 0);
+  EXPECT_GT(second->cache_hits, 0);
+
+  // The plan, through JSON and a Session, computes what the reference kernels compute.
+  auto plan = plan_from_json(plan_to_json(first->plan));
+  ASSERT_TRUE(plan.ok());
+  SessionOptions so;
+  so.plan = *plan;
+  Graph copy = t.g;
+  auto session = Session::from_graph(std::move(copy), so);
+  ASSERT_TRUE(session.ok()) << session.status().to_string();
+  auto out = (*session)->run(named_inputs(t));
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  std::vector<Tensor> want = testing_graph::run_ref(t);
+  for (size_t i = 0; i < want.size(); ++i) {
+    const Tensor& got = out->at(t.g.value(t.g.outputs()[i]).name);
+    EXPECT_TRUE(compare_tensors(got, want[i], 1e-4, 1e-4 * std::max(1.0, max_abs(want[i]))).ok());
+  }
+  std::filesystem::remove(db);
+}
+
+TEST(Optimizer, PlanForAnotherModelIsRefused) {
+  TestGraph a = small_net();
+  TestGraph b;
+  int x = b.input({1, 8, 12, 12});
+  b.finish({b.op("Relu", {x})});
+  Plan p;
+  p.model = "a.onnx";
+  p.model_hash = graph_hash(a.g);
+  p.partitions.push_back({"ref", {0}, "Relu", "host", -1, 0});
+  EXPECT_NE(graph_hash(a.g), graph_hash(b.g));
+  SessionOptions so;
+  so.plan = p;
+  Graph copy = b.g;
+  auto session = Session::from_graph(std::move(copy), so);
+  ASSERT_FALSE(session.ok());
+  EXPECT_NE(session.status().message().find("another model"), std::string::npos) << session.status().to_string();
+  // Same model, but a plan naming a backend this build lacks.
+  p.model_hash = graph_hash(b.g);
+  p.partitions[0].backend = "tpu";
+  so.plan = p;
+  Graph copy2 = b.g;
+  auto s2 = Session::from_graph(std::move(copy2), so);
+  ASSERT_FALSE(s2.ok());
+  EXPECT_NE(s2.status().message().find("tpu"), std::string::npos);
+}
+
+TEST(Optimizer, SingleBackendPlacementsAreTimedSideBySide) {
+  TestGraph t = small_net();
+  auto rows = time_placements(t.g, nullptr, named_inputs(t), quick());
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows.front().name, "ref");
+  for (const PlacementTiming& r : rows) {
+    EXPECT_TRUE(r.cost.valid) << r.name << ": " << r.cost.reason;
+    EXPECT_GT(r.cost.seconds, 0) << r.name;
+  }
+}
+
+}  // namespace
+}  // namespace tessera
