@@ -92,6 +92,7 @@ class Searcher {
   struct State {
     Frontier frontier;
     double dist = kInfinity;
+    double estimate = 0;  // of covering the rest (options_.remaining)
     int parent = -1;     // state
     int candidate = -1;  // the candidate that led here from parent
     bool settled = false;
@@ -317,16 +318,21 @@ Result<SearchResult> Searcher::run() {
   SearchResult result;
   std::vector<State> states;
   std::unordered_map<Frontier, int, FrontierHash> state_of;
-  using Item = std::pair<double, int>;  // (dist, state); ties go to the older state
+  using Item = std::pair<double, int>;  // (dist + estimate, state); ties go to the older state
   std::priority_queue<Item, std::vector<Item>, std::greater<>> queue;
   // Exact: states are whole frontiers. Otherwise (large graphs) one state per covered set, keeping
   // the frontier of its cheapest path (Collage's state): far fewer states, plans still valid.
   auto key_of = [&](const Frontier& f) { return options_.exact ? f : Frontier{f.covered, {}, {}}; };
+  // A*: with an estimate of the rest, states go by cost + estimate (0 without one: Dijkstra).
+  auto estimate = [&](const NodeSet& covered) {
+    return options_.remaining && covered.count() < n_ ? options_.remaining(covered) : 0.0;
+  };
   auto add_state = [&](Frontier f, double dist, int parent, int cand) {
     int id = static_cast<int>(states.size());
+    double h = estimate(f.covered);
     state_of.emplace(key_of(f), id);
-    states.push_back(State{std::move(f), dist, parent, cand, false});
-    queue.push({dist, id});
+    states.push_back(State{std::move(f), dist, h, parent, cand, false});
+    queue.push({dist + h, id});
     return id;
   };
   add_state(Frontier{NodeSet(n_), {}, {}}, 0.0, -1, -1);
@@ -334,18 +340,24 @@ Result<SearchResult> Searcher::run() {
   int best_state = -1, most_advanced = 0;
   bool finished = false;
   report(false);
+  bool stopped = false;
   while (!queue.empty()) {
-    if (past_deadline()) break;
-    auto [d, s] = queue.top();
+    if (past_deadline()) {
+      stopped = true;
+      break;
+    }
+    auto [f, s] = queue.top();
     queue.pop();
-    if (states[s].settled || d > states[s].dist) continue;
+    if (states[s].settled || f > states[s].dist + states[s].estimate) continue;
     states[s].settled = true;
+    const double d = states[s].dist;
     const Frontier here = states[s].frontier;
     if (here.covered.count() == n_) {
       finished = true;
       best_state = s;
       break;
     }
+    if (d + states[s].estimate >= best) continue;  // cannot beat the best plan (as estimated)
     int covered = here.covered.count();
     if (covered > progress_.nodes_covered) {
       progress_.nodes_covered = covered;
@@ -355,7 +367,7 @@ Result<SearchResult> Searcher::run() {
     if (++since_report_ >= options_.progress_every) since_report_ = 0, report(false);
     const int u = (NodeSet::all(n_) - here.covered).first();
     for (int c : by_first_[u]) {
-      if (d >= best || past_deadline()) break;  // nothing from here can beat the best plan
+      if (d + states[s].estimate >= best || past_deadline()) break;  // nothing from here can beat it
       const Candidate& cand = candidates_[c];
       if (cand.nodes.intersects(here.covered) || !convex(c)) continue;
       if (closes_cycle(here, cand.nodes)) continue;
@@ -367,7 +379,7 @@ Result<SearchResult> Searcher::run() {
       const std::optional<Cost>& cost = cost_of(c);
       if (!cost->valid) continue;
       double nd = d + cost->seconds + crossing_cost(here, c);
-      if (nd >= best) continue;
+      if (nd + estimate(next.covered) >= best) continue;
       known = state_of.find(key);  // (the estimator call does not touch states; keep it simple)
       int id;
       if (known == state_of.end()) {
@@ -379,13 +391,15 @@ Result<SearchResult> Searcher::run() {
         id = known->second;
         states[id].dist = nd, states[id].parent = s, states[id].candidate = c;
         states[id].frontier = std::move(next);
-        queue.push({nd, id});
+        queue.push({nd + states[id].estimate, id});
         if (states[id].frontier.covered.count() == n_) best = nd, best_state = id;
       }
     }
     if (best < kInfinity) progress_.best_seconds = best;
   }
   result.states_expanded = progress_.states_expanded;
+  // Every state left could not beat the best plan: the search is over, as if it had been popped.
+  if (!stopped && best_state >= 0) finished = true;
   result.finished = finished;
   result.optimal = finished && options_.exact;
 

@@ -58,6 +58,11 @@ struct SearchOptions {
   // checked against that grouping) but may miss a cheaper plan; for large graphs, where exact
   // states multiply.
   bool exact = true;
+  // An estimate of what covering the nodes outside `covered` costs at least (A*): states are
+  // expanded by cost + estimate, and neither expanded nor measured when that reaches the best
+  // plan's cost. An estimate above the true cost can miss the optimum but measures far fewer
+  // candidates. Unset: 0 (Dijkstra).
+  std::function<double(const NodeSet& covered)> remaining;
   // The cost of handing a tensor from a partition on `from` to one on `to` (called only for
   // different backends); charged once per tensor and consuming backend where the plan crosses.
   // Unset: transitions are free (Collage's model). With it, a state also remembers the backend

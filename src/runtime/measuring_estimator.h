@@ -27,10 +27,10 @@ namespace tessera {
 
 struct MeasureOptions {
   int threads = 1;
-  int warmup_runs = 2;
-  int min_runs = 5;
+  int warmup_runs = 1;
+  int min_runs = 3;
   int max_runs = 1000;
-  double min_total_seconds = 0.02;  // repeat until the timed runs take this long in total
+  double min_total_seconds = 0.01;  // repeat until the timed runs take this long in total
   // Outputs must match the reference run: |x - ref| <= rtol * |ref| + atol * max(1, max |ref|).
   double rtol = 1e-3;
   double atol = 1e-4;

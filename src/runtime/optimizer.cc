@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 
 #include "ir/subgraph.h"
 #include "partition/cached_estimator.h"
@@ -91,9 +93,13 @@ Result<PlanTiming> time_partitions(const Graph& g, const std::vector<Partition>&
   timing.total = time_repeatedly(run, options);
   if (!timing.total.valid) return internal_error("running the plan: " + timing.total.reason);
   timing.per_owner.assign(num_owners, 0.0);
+  timing.per_node.assign(g.num_nodes(), 0.0);
   for (int s = 0; s < exec.num_steps(); ++s) {
-    int o = owner[exec.step_nodes(s).front()];
-    if (o >= 0) timing.per_owner[o] += median(step_times[s]);
+    std::vector<int> nodes = exec.step_nodes(s);
+    double t = median(step_times[s]);
+    int o = owner[nodes.front()];
+    if (o >= 0) timing.per_owner[o] += t;
+    for (int n : nodes) timing.per_node[n] = t / static_cast<double>(nodes.size());
   }
   return timing;
 }
@@ -202,12 +208,37 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     candidates = dedupe_candidates(std::move(candidates));
     result.num_candidates = std::max(result.num_candidates, static_cast<int>(candidates.size()));
     SearchOptions so;
+    so.exact = g.num_nodes() <= options.max_exact_nodes;
+    if (!so.exact) {
+      // A*: the cheapest time per node over this variant's single-backend placements, timed
+      // whole (a few runs each), estimates the rest of a plan.
+      phase("estimates" + label);
+      std::vector<double> per_node(g.num_nodes(), std::numeric_limits<double>::infinity());
+      std::vector<int> no_owner(g.num_nodes(), -1);
+      for (const Backend* b : variant_backends) {
+        auto placed = place_on_backend(g, *b);
+        if (!placed.ok()) continue;
+        auto t = time_partitions(g, *placed, inputs, measure, no_owner, 0);
+        if (!t.ok()) continue;
+        for (int n = 0; n < g.num_nodes(); ++n) per_node[n] = std::min(per_node[n], t->per_node[n]);
+      }
+      double total = 0;
+      for (double& x : per_node) {
+        if (!std::isfinite(x)) x = 0;
+        x *= options.estimate_fraction;
+        total += x;
+      }
+      so.remaining = [per_node, total](const NodeSet& covered) {
+        double rest = total;
+        for (int n : covered) rest -= per_node[n];
+        return std::max(0.0, rest);
+      };
+    }
     // Each variant may use an equal share of what is left of the budget (later ones reuse the
     // costs the earlier ones measured, so they are quicker).
     auto now = Clock::now();
     so.deadline = now + (deadline - now) / static_cast<int>(variants.size() - k);
     so.stop = options.stop;
-    so.exact = g.num_nodes() <= options.max_exact_nodes;
     so.progress = [&](const SearchProgress& p) {
       if (options.progress) options.progress((p.merging ? "merge" : "search") + label, p);
     };

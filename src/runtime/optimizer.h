@@ -35,6 +35,9 @@ struct OptimizeOptions {
   MeasureOptions measure;  // threads are overridden by `threads`
   bool transitions = true;  // measure and charge transitions between backends
   int max_exact_nodes = 40;  // larger graphs are searched with one state per covered set
+  // Larger graphs are also searched as A*, the rest of a plan estimated at this fraction of the
+  // cheapest time per node seen in the single-backend placements (measured end to end first).
+  double estimate_fraction = 0.9;
   std::string model_name;   // recorded in the plan
   std::map<std::string, std::vector<int64_t>> input_shapes;  // recorded in the plan
   // Called often from the search (phase "search", "merge"), and at phase changes ("reference",
@@ -99,6 +102,7 @@ std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, c
 struct PlanTiming {
   Cost total;
   std::vector<double> per_owner;
+  std::vector<double> per_node;  // each step's median time spread evenly over its nodes
 };
 Result<PlanTiming> time_partitions(const Graph& g, const std::vector<Partition>& partitions,
                                    const std::vector<Tensor>& inputs, const MeasureOptions& options,
