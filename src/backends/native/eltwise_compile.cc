@@ -10,6 +10,12 @@
 namespace tessera::native {
 namespace {
 
+// Kernels writing at least this many output bytes stream (EltwiseProgram::streaming): such
+// outputs cannot stay in the caches for the next kernel anyway, and non-temporal stores skip the
+// read-for-ownership of every line. Measured on AVX-512 Zen 5, 32M floats, 2 threads:
+// relu(a*b+c) ~8% and x*clip(x+3,0,6)/6 ~15% faster than with plain stores.
+constexpr double kStreamOutputBytes = 16.0 * 1024 * 1024;
+
 struct OpInfo {
   const char* name;
   EwOp op;
@@ -325,18 +331,52 @@ Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& node
   return plan;
 }
 
+int64_t eltwise_element_cost(const EltwiseProgram& program) {
+  int64_t cost = static_cast<int64_t>(program.outputs.size());
+  for (const EwInput& in : program.inputs) cost += in.scalar ? 0 : 1;
+  for (const EwInstr& in : program.code) {
+    switch (in.op) {
+      case EwOp::kDiv:
+      case EwOp::kSqrt:
+      case EwOp::kReciprocal:
+        cost += 4;
+        break;
+      case EwOp::kExp:
+      case EwOp::kLog:
+      case EwOp::kSigmoid:
+      case EwOp::kTanh:
+      case EwOp::kElu:
+        cost += 12;
+        break;
+      case EwOp::kErf:
+      case EwOp::kPow:
+        cost += 24;
+        break;
+      default:
+        cost += 1;
+    }
+  }
+  return cost;
+}
+
 void run_eltwise_parallel(const IsaKernels& isa, const EltwiseProgram& program,
                           const EltwiseBuffers& buffers, int64_t begin, int64_t end,
                           ThreadPool* pool) {
   constexpr int64_t kBlock = 1024;  // chunk boundaries stay 4 KiB aligned
+  // Another thread only for at least this much work (cost units of eltwise_element_cost; about
+  // 10 us on one thread): waking a worker and joining it costs several microseconds, far more
+  // on a busy machine, so smaller programs are faster on the calling thread alone.
+  constexpr int64_t kMinChunkCost = int64_t{512} << 10;
   const int64_t blocks = (end - begin + kBlock - 1) / kBlock;
   if (blocks <= 0) return;
+  const int64_t cost = (end - begin) * eltwise_element_cost(program);
+  const int64_t chunks = std::clamp<int64_t>(cost / kMinChunkCost, 1, blocks);
   auto chunk = [&](int64_t b0, int64_t b1) {
     ScratchBuffer scratch(program.scratch_floats());
     isa.eltwise(program, buffers, begin + b0 * kBlock, std::min(end, begin + b1 * kBlock),
                 scratch.data());
   };
-  parallel(pool, blocks, 16, chunk);
+  parallel(pool, blocks, (blocks + chunks - 1) / chunks, chunk);
 }
 
 namespace {
@@ -360,7 +400,8 @@ class EltwiseKernel final : public Kernel {
     outputs.resize(n_out);
     std::vector<float*> out(n_out);
     for (size_t o = 0; o < n_out; ++o) {
-      outputs[o] = ctx.alloc.allocate(DType::kFloat32, out_dims_);
+      // The program writes every output element: no zero-fill pass needed.
+      outputs[o] = ctx.alloc.allocate_uninitialized(DType::kFloat32, out_dims_);
       out[o] = outputs[o].data<float>();
     }
     const EltwiseBuffers buffers{in.data(), out.data()};
@@ -385,6 +426,9 @@ Result<std::unique_ptr<Kernel>> compile_eltwise_kernel(const SubGraph& sg, const
   if (!first_out.type.is_static()) return unimplemented("dynamic shape");
   const std::vector<int64_t> out_dims = first_out.type.static_dims();
   TESSERA_ASSIGN_OR_RETURN(EltwisePlan plan, compile_eltwise(g, nodes, sg.outputs(), out_dims));
+  EltwiseProgram& p = plan.program;
+  p.streaming =
+      static_cast<double>(p.total) * sizeof(float) * p.outputs.size() >= kStreamOutputBytes;
   std::vector<ValueSource> sources;
   for (int v : plan.input_values) {
     TESSERA_ASSIGN_OR_RETURN(ValueSource s, source_of(sg, v));

@@ -80,11 +80,17 @@ struct EltwiseProgram {
   int num_slots = 0;
   int64_t tile = 512;       // output elements per tile (a multiple of 16)
   int64_t row_split = 256;  // rows at least this long are never merged into one tile
+  // For data far larger than the caches: outputs go through a scratch tile and out with
+  // non-temporal stores (no read-for-ownership of each line), inputs are prefetched
+  // non-temporally.
+  bool streaming = false;
 
   int num_inputs() const { return static_cast<int>(inputs.size()); }
   int num_values() const { return num_inputs() + static_cast<int>(code.size()); }
-  // Floats of per-thread scratch the ISA kernel needs (slots and gather buffers, padded).
-  int64_t scratch_floats() const { return (num_slots + num_inputs() + 1) * (tile + 16) + 16; }
+  // Floats of per-thread scratch the ISA kernel needs (slots, gather and staging buffers, padded).
+  int64_t scratch_floats() const {
+    return (num_slots + num_inputs() + static_cast<int64_t>(outputs.size()) + 1) * (tile + 16) + 16;
+  }
 };
 
 // Run-time pointers of one execution: per program input and per program output.

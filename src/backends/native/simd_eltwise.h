@@ -6,18 +6,17 @@
 
 namespace tessera::native::simd {
 
-// min(max(x, lo), hi) exactly as std::max then std::min choose (NaN stays NaN).
+// min(max(x, lo), hi) exactly as std::max then std::min choose (NaN stays NaN). S::max(a, b)
+// is a > b ? a : b and S::min(a, b) a < b ? a : b, so the operand order makes the choices
+// std::max(x, lo) = x < lo ? lo : x and std::min(t, hi) = hi < t ? hi : t.
 template <class S>
 typename S::V clip(typename S::V x, typename S::V lo, typename S::V hi) {
-  const typename S::V t = S::select(S::lt(x, lo), lo, x);
-  return S::select(S::lt(hi, t), hi, t);
+  return S::min(hi, S::max(lo, x));
 }
 // std::max(0, std::min(1, x)): HardSigmoid's clamp (NaN becomes 1, as in ref).
 template <class S>
 typename S::V clip01(typename S::V x) {
-  const typename S::V one = S::set1(1.0f);
-  const typename S::V t = S::select(S::lt(x, one), x, one);
-  return S::select(S::lt(S::zero(), t), t, S::zero());
+  return S::max(S::min(x, S::set1(1.0f)), S::zero());
 }
 
 // Where a value lives for the current tile: n floats at p, or one float s broadcast.
@@ -87,6 +86,27 @@ struct Identity {
 template <class S>
 void copy(float* dst, const float* src, int64_t n) {
   map_unary<S>(dst, Loc{src, 0}, n, Identity<S>{});
+}
+
+// dst[0, n) = src (n floats, or one broadcast float) with non-temporal stores over dst's whole
+// 64-byte lines; plain stores for the partial lines at either end.
+template <class S>
+void stream_out(float* dst, Loc src, int64_t n) {
+  constexpr int64_t kLine = 64 / sizeof(float);
+  const int64_t misaligned = static_cast<int64_t>(reinterpret_cast<uintptr_t>(dst) % 64);
+  int64_t head = misaligned == 0 ? 0 : (64 - misaligned) / static_cast<int64_t>(sizeof(float));
+  if (head > n) head = n;
+  const int64_t body_end = head + (n - head) / kLine * kLine;
+  if (src.p) {
+    copy<S>(dst, src.p, head);
+    for (int64_t i = head; i < body_end; i += S::W) S::stream(dst + i, S::load(src.p + i));
+    copy<S>(dst + body_end, src.p + body_end, n - body_end);
+  } else {
+    fill<S>(dst, src.s, head);
+    const typename S::V x = S::set1(src.s);
+    for (int64_t i = head; i < body_end; i += S::W) S::stream(dst + i, x);
+    fill<S>(dst + body_end, src.s, n - body_end);
+  }
 }
 
 #define TESSERA_EW_BINARY(Name, expr)                            \
@@ -221,6 +241,8 @@ void eltwise_run(const EltwiseProgram& p, const EltwiseBuffers& buf, int64_t beg
   const int n_out = static_cast<int>(p.outputs.size());
   float* slots = scratch;
   float* gathered = scratch + p.num_slots * stride;
+  float* staging = gathered + n_in * stride;  // per output, with streaming
+  const bool stream = p.streaming;
   const int last = p.rank - 1;
   const int64_t row = p.dims[last];
   Loc loc[kMaxEltwiseValues];
@@ -245,9 +267,14 @@ void eltwise_run(const EltwiseProgram& p, const EltwiseBuffers& buf, int64_t beg
         loc[k] = Loc{base + e, 0};
         // The next tile's lines, requested now so that memory stays busy while this tile
         // computes (the hardware prefetcher alone leaves gaps between tiles).
+        // Streamed (far larger than the caches) inputs are prefetched non-temporally: read once,
+        // they need not displace anything in L2 / L3.
         const float* next = base + e + n;
         const int64_t ahead = end - e - n < n ? end - e - n : n;
-        for (int64_t i = 0; i < ahead; i += 16) __builtin_prefetch(next + i, 0, 3);
+        if (stream)
+          for (int64_t i = 0; i < ahead; i += 16) __builtin_prefetch(next + i, 0, 0);
+        else
+          for (int64_t i = 0; i < ahead; i += 16) __builtin_prefetch(next + i, 0, 3);
       } else if (one_row) {
         int64_t off = 0;
         for (int d = 0; d < p.rank; ++d) off += idx[d] * in.strides[d];
@@ -258,7 +285,8 @@ void eltwise_run(const EltwiseProgram& p, const EltwiseBuffers& buf, int64_t beg
         loc[k] = Loc{g, 0};
       }
     }
-    for (int o = 0; o < n_out; ++o) out_ptr[outs[o]] = buf.outputs[o] + e;
+    for (int o = 0; o < n_out; ++o)
+      out_ptr[outs[o]] = stream ? staging + o * stride : buf.outputs[o] + e;
     for (int i = 0; i < n_code; ++i) {
       const EwInstr& in = code[i];
       if (in.op == EwOp::kFill) {
@@ -281,10 +309,14 @@ void eltwise_run(const EltwiseProgram& p, const EltwiseBuffers& buf, int64_t beg
     }
     for (int o = 0; o < n_out; ++o) {
       const Loc l = loc[outs[o]];
-      if (!l.p) fill<S>(buf.outputs[o] + e, l.s, n);
+      if (stream)
+        stream_out<S>(buf.outputs[o] + e, l, n);
+      else if (!l.p)
+        fill<S>(buf.outputs[o] + e, l.s, n);
     }
     e += n;
   }
+  if (stream) S::fence();
 }
 
 // One math function over an array (for accuracy tests and direct use).
