@@ -3,6 +3,8 @@
 #include "backends/native/eltwise_compile.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <atomic>
 #include <limits>
 #include <map>
 #include <optional>
@@ -83,6 +85,60 @@ bool broadcasts_to(const std::vector<int64_t>& in, const std::vector<int64_t>& o
   for (size_t i = 0; i < in.size(); ++i)
     if (in[i] != 1 && in[i] != out[off + i]) return false;
   return true;
+}
+
+// Folds each Relu / Clip that is the only reader of an Add / Sub / Mul / Div result (not itself
+// stored) into that instruction as its clamp and drops it. Instructions are numbered by position
+// (operands >= 0; program inputs negative); `produced` maps graph values to them.
+void fuse_clamps(std::vector<EwInstr>& code, std::map<int, int>& produced,
+                 const std::vector<int>& stored_values) {
+  const int n = static_cast<int>(code.size());
+  std::vector<int> uses(n, 0);
+  for (const EwInstr& in : code) {
+    if (in.op == EwOp::kFill) continue;
+    for (int v : {in.a, in.b})
+      if (v >= 0) ++uses[v];
+  }
+  std::vector<bool> stored(n, false);
+  for (int v : stored_values) {
+    auto it = produced.find(v);
+    if (it != produced.end() && it->second >= 0) stored[it->second] = true;
+  }
+  std::vector<int> alias(n);  // instruction -> the one whose result it now is
+  std::vector<bool> dropped(n, false);
+  for (int i = 0; i < n; ++i) {
+    alias[i] = i;
+    const EwInstr& in = code[i];
+    if (in.op != EwOp::kRelu && in.op != EwOp::kClip) continue;
+    const int j = in.a;
+    if (j < 0 || uses[j] != 1 || stored[j] || code[j].clamp) continue;
+    const EwOp op = code[j].op;
+    if (op != EwOp::kAdd && op != EwOp::kSub && op != EwOp::kMul && op != EwOp::kDiv) continue;
+    // Relu is x < 0 ? 0 : x, which clip to [0, inf] computes exactly (NaN and -0 included).
+    code[j].clamp = true;
+    code[j].p0 = in.op == EwOp::kRelu ? 0.0f : in.p0;
+    code[j].p1 = in.op == EwOp::kRelu ? std::numeric_limits<float>::infinity() : in.p1;
+    dropped[i] = true;
+    alias[i] = j;
+  }
+  std::vector<int> index(n, -1);  // new position of each kept instruction
+  int kept = 0;
+  for (int i = 0; i < n; ++i)
+    if (!dropped[i]) index[i] = kept++;
+  auto remap = [&](int id) { return id >= 0 ? index[alias[id]] : id; };
+  std::vector<EwInstr> out;
+  for (int i = 0; i < n; ++i) {
+    if (dropped[i]) continue;
+    EwInstr in = code[i];
+    in.dst = index[i];
+    if (in.op != EwOp::kFill) {
+      in.a = remap(in.a);
+      in.b = remap(in.b);
+    }
+    out.push_back(in);
+  }
+  code = std::move(out);
+  for (auto& [value, instr] : produced) instr = remap(instr);
 }
 
 }  // namespace
@@ -230,6 +286,8 @@ Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& node
     produced[node.outputs[0]] = result;
   }
 
+  fuse_clamps(code, produced, stored_values);
+
   EltwisePlan plan;
   EltwiseProgram& p = plan.program;
   plan.input_values = input_values;
@@ -362,21 +420,35 @@ int64_t eltwise_element_cost(const EltwiseProgram& program) {
 void run_eltwise_parallel(const IsaKernels& isa, const EltwiseProgram& program,
                           const EltwiseBuffers& buffers, int64_t begin, int64_t end,
                           ThreadPool* pool) {
-  constexpr int64_t kBlock = 1024;  // chunk boundaries stay 4 KiB aligned
+  constexpr int64_t kBlock = 1024;  // piece boundaries stay 4 KiB aligned
   // Another thread only for at least this much work (cost units of eltwise_element_cost; about
   // 10 us on one thread): waking a worker and joining it costs several microseconds, far more
   // on a busy machine, so smaller programs are faster on the calling thread alone.
   constexpr int64_t kMinChunkCost = int64_t{512} << 10;
+  constexpr int64_t kMaxPieceBlocks = 256;  // 1 MiB of each input per piece
   const int64_t blocks = (end - begin + kBlock - 1) / kBlock;
   if (blocks <= 0) return;
   const int64_t cost = (end - begin) * eltwise_element_cost(program);
-  const int64_t chunks = std::clamp<int64_t>(cost / kMinChunkCost, 1, blocks);
-  auto chunk = [&](int64_t b0, int64_t b1) {
+  const int64_t threads =
+      std::clamp<int64_t>(cost / kMinChunkCost, 1, std::min<int64_t>(pool_threads(pool), blocks));
+  if (threads == 1) {
     ScratchBuffer scratch(program.scratch_floats());
-    isa.eltwise(program, buffers, begin + b0 * kBlock, std::min(end, begin + b1 * kBlock),
-                scratch.data());
-  };
-  parallel(pool, blocks, (blocks + chunks - 1) / chunks, chunk);
+    isa.eltwise(program, buffers, begin, end, scratch.data());
+    return;
+  }
+  // Threads take pieces in turn rather than fixed shares: one that gets less of the CPU (a busy
+  // machine) then runs fewer pieces instead of holding up the kernel.
+  const int dynamic_mode = std::getenv("TESSERA_EW_DYN") ? std::atoi(std::getenv("TESSERA_EW_DYN")) : 1;  // DEV
+  const int64_t piece = dynamic_mode == 0 ? (blocks + threads - 1) / threads : dynamic_mode == 2 ? std::clamp<int64_t>(blocks / (4 * threads), 1, 4096) : std::clamp<int64_t>(blocks / (4 * threads), 1, kMaxPieceBlocks);
+  const int64_t pieces = (blocks + piece - 1) / piece;
+  std::atomic<int64_t> next{0};
+  parallel(pool, threads, 1, [&](int64_t, int64_t) {
+    ScratchBuffer scratch(program.scratch_floats());
+    for (int64_t i = next.fetch_add(1); i < pieces; i = next.fetch_add(1)) {
+      isa.eltwise(program, buffers, begin + i * piece * kBlock,
+                  std::min(end, begin + (i + 1) * piece * kBlock), scratch.data());
+    }
+  });
 }
 
 namespace {

@@ -59,6 +59,9 @@ struct EwInstr {
   int a = -1;  // value ids read; b only for binary ops
   int b = -1;
   float p0 = 0, p1 = 0;  // Clip lo/hi, HardSigmoid alpha/beta, LeakyRelu/Elu alpha, Fill value
+  // Add / Sub / Mul / Div only: the result is clipped to [p0, p1] as Clip does (a Relu or Clip
+  // that alone read it, fused: one pass over the tile fewer, the same float operations).
+  bool clamp = false;
 };
 
 // How one program input lies over the (collapsed) output dims.

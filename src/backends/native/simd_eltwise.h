@@ -153,16 +153,31 @@ TESSERA_EW_UNARY(ReciprocalOp, S::div(S::set1(1.0f), x))
 #undef TESSERA_EW_BINARY
 #undef TESSERA_EW_UNARY
 
+// A binary operation whose result is clipped to [lo, hi] (EwInstr::clamp).
+template <class S, class F>
+struct Clamped {
+  Vec<S> lo, hi;
+  Vec<S> operator()(Vec<S> x, Vec<S> y) const { return clip<S>(F{}(x, y), lo, hi); }
+};
+
+template <class S, class F>
+void map_arith(const EwInstr& in, Loc a, Loc b, float* dst, int64_t n) {
+  if (in.clamp)
+    map_binary<S>(dst, a, b, n, Clamped<S, F>{S::set1(in.p0), S::set1(in.p1)});
+  else
+    map_binary<S>(dst, a, b, n, F{});
+}
+
 // dst[0, n) = instruction applied to a (and b). Matches the reference kernels' formulas (and
 // their NaN behaviour) except for the rounding of the transcendental functions.
 template <class S>
 void run_instr(const EwInstr& in, Loc a, Loc b, float* dst, int64_t n) {
   const Vec<S> p0 = S::set1(in.p0), p1 = S::set1(in.p1);
   switch (in.op) {
-    case EwOp::kAdd: return map_binary<S>(dst, a, b, n, AddOp<S>{});
-    case EwOp::kSub: return map_binary<S>(dst, a, b, n, SubOp<S>{});
-    case EwOp::kMul: return map_binary<S>(dst, a, b, n, MulOp<S>{});
-    case EwOp::kDiv: return map_binary<S>(dst, a, b, n, DivOp<S>{});
+    case EwOp::kAdd: return map_arith<S, AddOp<S>>(in, a, b, dst, n);
+    case EwOp::kSub: return map_arith<S, SubOp<S>>(in, a, b, dst, n);
+    case EwOp::kMul: return map_arith<S, MulOp<S>>(in, a, b, dst, n);
+    case EwOp::kDiv: return map_arith<S, DivOp<S>>(in, a, b, dst, n);
     case EwOp::kMax: return map_binary<S>(dst, a, b, n, MaxOp<S>{});
     case EwOp::kMin: return map_binary<S>(dst, a, b, n, MinOp<S>{});
     case EwOp::kPow: return map_binary<S>(dst, a, b, n, PowOp<S>{});
