@@ -3,7 +3,6 @@
 #include "backends/native/eltwise_compile.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <atomic>
 #include <limits>
 #include <map>
@@ -438,8 +437,7 @@ void run_eltwise_parallel(const IsaKernels& isa, const EltwiseProgram& program,
   }
   // Threads take pieces in turn rather than fixed shares: one that gets less of the CPU (a busy
   // machine) then runs fewer pieces instead of holding up the kernel.
-  const int dynamic_mode = std::getenv("TESSERA_EW_DYN") ? std::atoi(std::getenv("TESSERA_EW_DYN")) : 1;  // DEV
-  const int64_t piece = dynamic_mode == 0 ? (blocks + threads - 1) / threads : dynamic_mode == 2 ? std::clamp<int64_t>(blocks / (4 * threads), 1, 4096) : std::clamp<int64_t>(blocks / (4 * threads), 1, kMaxPieceBlocks);
+  const int64_t piece = std::clamp<int64_t>(blocks / (4 * threads), 1, kMaxPieceBlocks);
   const int64_t pieces = (blocks + piece - 1) / piece;
   std::atomic<int64_t> next{0};
   parallel(pool, threads, 1, [&](int64_t, int64_t) {
