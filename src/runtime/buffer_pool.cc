@@ -30,7 +30,8 @@ Tensor BufferPool::take(DType dtype, std::vector<int64_t> dims, bool zero_fill) 
   if (storage) {
     if (zero_fill) std::memset(storage->data(), 0, storage->capacity());  // kernels may rely on it
   } else {
-    storage = zero_fill ? Storage::allocate_bytes(need) : Storage::allocate_bytes_uninitialized(need);
+    storage =
+        zero_fill ? Storage::allocate_bytes(need) : Storage::allocate_bytes_uninitialized(need);
     std::lock_guard<std::mutex> lock(mu_);
     reserved_bytes_ += storage->capacity();
     owned_.insert(storage.get());

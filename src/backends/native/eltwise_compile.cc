@@ -395,22 +395,15 @@ int64_t eltwise_element_cost(const EltwiseProgram& program) {
     switch (in.op) {
       case EwOp::kDiv:
       case EwOp::kSqrt:
-      case EwOp::kReciprocal:
-        cost += 4;
-        break;
+      case EwOp::kReciprocal: cost += 4; break;
       case EwOp::kExp:
       case EwOp::kLog:
       case EwOp::kSigmoid:
       case EwOp::kTanh:
-      case EwOp::kElu:
-        cost += 12;
-        break;
+      case EwOp::kElu: cost += 12; break;
       case EwOp::kErf:
-      case EwOp::kPow:
-        cost += 24;
-        break;
-      default:
-        cost += 1;
+      case EwOp::kPow: cost += 24; break;
+      default: cost += 1;
     }
   }
   return cost;
