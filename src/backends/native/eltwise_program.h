@@ -83,9 +83,9 @@ struct EltwiseProgram {
   int num_slots = 0;
   int64_t tile = 512;       // output elements per tile (a multiple of 16)
   int64_t row_split = 256;  // rows at least this long are never merged into one tile
-  // For data far larger than the caches: outputs go through a scratch tile and out with
-  // non-temporal stores (no read-for-ownership of each line), inputs are prefetched
-  // non-temporally.
+  // For data far larger than the caches: outputs are written with non-temporal stores (no
+  // read-for-ownership of each line; see eltwise_run for when they are staged in scratch first),
+  // inputs are prefetched non-temporally.
   bool streaming = false;
 
   int num_inputs() const { return static_cast<int>(inputs.size()); }
