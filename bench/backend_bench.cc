@@ -5,8 +5,8 @@
 // peak (measured before and after the cases, the best kept) and is checked against the reference
 // backend where that is cheap. Exits with 3 when a backend's output is wrong.
 //
-//   tessera_backend_bench [--threads N] [--filter SUBSTRING] [--json FILE] [--quick]
-//                         [--model DET.onnx] [--model-shape 1x3x640x640]
+//   tessera_backend_bench [--threads N] [--filter SUBSTRING] [--backend NAME...] [--json FILE]
+//                         [--quick] [--model DET.onnx] [--model-shape 1x3x640x640]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -36,6 +36,7 @@ constexpr double kRelErrTolerance = 1e-3;
 struct BenchOptions {
   int threads = 2;
   std::string filter;
+  std::vector<std::string> backends;  // only these (and ref, the oracle); empty: all
   std::string json_path;
   bool quick = false;
   std::string model = "models/ch_PP-OCRv4_det_infer.onnx";
@@ -259,6 +260,10 @@ CaseResult run_case(const BenchCase& c, size_t index, const BenchOptions& o, Thr
     if (Status st = b->available(); !st.ok()) {
       m.status = "unavailable";
       m.reason = st.message();
+    } else if (b != &ref_backend() && !o.backends.empty() &&
+               std::find(o.backends.begin(), o.backends.end(), b->name()) == o.backends.end()) {
+      m.status = "skipped";
+      m.reason = "not selected by --backend";
     } else if (b == &ref_backend() && !c.ref_cheap) {
       m.status = "skipped";
       m.reason = "reference kernels too slow at this size (> ~2 s per run)";
@@ -609,6 +614,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "threads per kernel (the session's thread count)")
       ->check(CLI::PositiveNumber);
   app.add_option("--filter", o.filter, "only cases whose name or group contains this");
+  app.add_option("--backend", o.backends, "only this backend (repeatable; ref always runs)");
   app.add_option("--json", o.json_path, "write machine-readable results here");
   app.add_flag("--quick", o.quick, "fewer and shorter repeats");
   app.add_option("--model", o.model, "ONNX model whose Conv layers are cases");

@@ -21,16 +21,21 @@ size_t physical_memory_bytes() {
 }  // namespace
 
 std::shared_ptr<Storage> Storage::allocate_bytes(size_t nbytes) {
+  std::shared_ptr<Storage> s = allocate_bytes_uninitialized(nbytes);
+  std::memset(s->data_, 0, s->capacity_);
+  return s;
+}
+
+std::shared_ptr<Storage> Storage::allocate_bytes_uninitialized(size_t nbytes) {
   // A buffer larger than the machine's memory can only come from an absurd shape in a model or a
   // flag: fail at once (the runtime turns bad_alloc into an error Status) instead of letting
-  // overcommit hand out memory that the zero-fill would then fault in until the OOM killer.
+  // overcommit hand out memory that the first writes would then fault in until the OOM killer.
   if (nbytes > physical_memory_bytes()) throw std::bad_alloc();
   auto s = std::shared_ptr<Storage>(new Storage());
   size_t rounded = (nbytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
   if (rounded == 0) rounded = kTensorAlignment;
   s->data_ = std::aligned_alloc(kTensorAlignment, rounded);
   if (s->data_ == nullptr) throw std::bad_alloc();
-  std::memset(s->data_, 0, rounded);
   s->capacity_ = rounded;
   return s;
 }

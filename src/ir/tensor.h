@@ -25,6 +25,8 @@ class Storage {
   // Zero-filled bytes. Throws std::bad_alloc when the memory cannot be had (or exceeds the
   // machine's physical memory); the runtime catches it and reports an error Status.
   static std::shared_ptr<Storage> allocate_bytes(size_t nbytes);
+  // Same, contents unspecified (for buffers a kernel overwrites entirely).
+  static std::shared_ptr<Storage> allocate_bytes_uninitialized(size_t nbytes);
   static std::shared_ptr<Storage> allocate_strings(size_t count);
   // The elements of a sequence or optional value.
   static std::shared_ptr<Storage> allocate_elements(std::vector<Tensor> elements, DType element_dtype);

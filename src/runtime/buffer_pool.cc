@@ -6,6 +6,14 @@
 namespace tessera {
 
 Tensor BufferPool::allocate(DType dtype, std::vector<int64_t> dims) {
+  return take(dtype, std::move(dims), true);
+}
+
+Tensor BufferPool::allocate_uninitialized(DType dtype, std::vector<int64_t> dims) {
+  return take(dtype, std::move(dims), false);
+}
+
+Tensor BufferPool::take(DType dtype, std::vector<int64_t> dims, bool zero_fill) {
   if (dtype == DType::kString || dtype == DType::kSequence || dtype == DType::kOptional) {
     return Tensor(dtype, std::move(dims));
   }
@@ -20,9 +28,10 @@ Tensor BufferPool::allocate(DType dtype, std::vector<int64_t> dims) {
     }
   }
   if (storage) {
-    std::memset(storage->data(), 0, storage->capacity());  // kernels may rely on zeroed outputs
+    if (zero_fill) std::memset(storage->data(), 0, storage->capacity());  // kernels may rely on it
   } else {
-    storage = Storage::allocate_bytes(need);
+    storage =
+        zero_fill ? Storage::allocate_bytes(need) : Storage::allocate_bytes_uninitialized(need);
     std::lock_guard<std::mutex> lock(mu_);
     reserved_bytes_ += storage->capacity();
     owned_.insert(storage.get());

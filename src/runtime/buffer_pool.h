@@ -18,6 +18,7 @@ namespace tessera {
 class BufferPool final : public TensorAllocator {
  public:
   Tensor allocate(DType dtype, std::vector<int64_t> dims) override;
+  Tensor allocate_uninitialized(DType dtype, std::vector<int64_t> dims) override;
   // Returns t's buffer to the pool if no other tensor shares it.
   void release(Tensor& t);
   // The buffer of t leaves the pool for good (a graph output handed to the caller).
@@ -29,6 +30,8 @@ class BufferPool final : public TensorAllocator {
   void reset_peak();
 
  private:
+  Tensor take(DType dtype, std::vector<int64_t> dims, bool zero_fill);
+
   std::mutex mu_;
   std::multimap<size_t, std::shared_ptr<Storage>> free_;
   std::unordered_set<const Storage*> owned_;  // buffers this pool made

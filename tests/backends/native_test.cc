@@ -3,7 +3,10 @@
 // Softmax, LayerNormalization, MatMul / Gemm (with fused tails), on seeded random data.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 
 #include "backends/backend.h"
@@ -29,6 +32,24 @@ std::vector<const native::IsaKernels*> isas() {
   return v;
 }
 
+// A BufferPool whose uninitialized float buffers are full of NaN: an output element a kernel
+// forgets to write shows up as a mismatch with the reference.
+class PoisoningAllocator final : public TensorAllocator {
+ public:
+  Tensor allocate(DType dtype, std::vector<int64_t> dims) override {
+    return pool_.allocate(dtype, std::move(dims));
+  }
+  Tensor allocate_uninitialized(DType dtype, std::vector<int64_t> dims) override {
+    Tensor t = pool_.allocate_uninitialized(dtype, std::move(dims));
+    if (dtype == DType::kFloat32)
+      std::fill_n(t.data<float>(), t.numel(), std::numeric_limits<float>::quiet_NaN());
+    return t;
+  }
+
+ private:
+  BufferPool pool_;
+};
+
 // The whole graph as one native kernel for `isa`; outputs in graph output order.
 std::vector<Tensor> run_native(const TestGraph& t, const native::IsaKernels& isa, int threads) {
   SubGraph sg(t.g, NodeSet::all(t.g.num_nodes()));
@@ -39,7 +60,7 @@ std::vector<Tensor> run_native(const TestGraph& t, const native::IsaKernels& isa
   for (int v : sg.inputs())
     for (size_t i = 0; i < t.g.inputs().size(); ++i)
       if (t.g.inputs()[i] == v) in.push_back(&t.inputs[i]);
-  BufferPool buffers;
+  PoisoningAllocator buffers;
   ThreadPool pool(threads);
   KernelRunContext ctx{buffers, &pool};
   std::vector<Tensor> out(sg.outputs().size());
@@ -210,6 +231,52 @@ TEST(NativeEltwise, LargeTensorsAcrossThreadsAndTiles) {
   int y2 = t.op("Sigmoid", {t.op("Mul", {y1, x})});
   t.finish({y2, y1});
   expect_matches_ref(t, 2e-6, "large tensors");
+}
+
+TEST(NativeEltwise, FusedReluAndClipKeepTheBitsOfTheReference) {
+  // Relu / Clip after Add / Sub / Mul / Div run as the arithmetic's clamp: NaN, -0, infinities
+  // (Clip's default bounds turn inf into the largest float) must come out as in ref; results
+  // read twice or stored keep their own instruction.
+  const float inf = INFINITY, nan = NAN;
+  const std::vector<float> special = {0.f, -0.f, inf, -inf, nan, -1.f, 1.f, 7.f, -7.f, 1e-40f};
+  TestGraph t;
+  int x = t.input({10, 10}), y = t.input({10, 10});
+  for (int i = 0; i < 100; ++i) {
+    t.inputs[0].data<float>()[i] = special[i % 10];
+    t.inputs[1].data<float>()[i] = special[i / 10];
+  }
+  int lo = t.constant(Tensor::scalar<float>(-1.f)), hi = t.constant(Tensor::scalar<float>(6.f));
+  int r1 = t.op("Relu", {t.op("Sub", {x, y})});
+  int r2 = t.op("Clip", {t.op("Add", {x, y}), lo, hi});
+  int r3 = t.op("Clip", {t.op("Mul", {x, y})});  // no bounds: [lowest, max]
+  int shared = t.op("Div", {x, y});
+  int r4 = t.op("Relu", {shared});
+  int r5 = t.op("Add", {r4, shared});
+  t.finish({r1, r2, r3, r4, r5});
+  std::vector<Tensor> want = run_ref(t);
+  for (const native::IsaKernels* isa : isas()) {
+    std::vector<Tensor> got = run_native(t, *isa, 1);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t o = 0; o < got.size(); ++o) {
+      for (int i = 0; i < 100; ++i) {
+        const float a = got[o].data<float>()[i], b = want[o].data<float>()[i];
+        EXPECT_TRUE(std::memcmp(&a, &b, sizeof a) == 0 || (std::isnan(a) && std::isnan(b)))
+            << "output " << o << " element " << i << ": " << a << " vs " << b << " on "
+            << native::isa_name(isa->isa);
+      }
+    }
+  }
+}
+
+TEST(NativeEltwise, StreamedOutputsWithRowsOffTheCacheLines) {
+  // Outputs over 16 MiB go out with non-temporal stores; rows of 1001 floats (tiles stop at row
+  // ends) put tile starts off the 64-byte lines, so the plain-store head and tail run too.
+  TestGraph t;
+  int x = t.input({4400, 1001}), z = t.input({4400, 1});
+  int y1 = t.op("Mul", {t.op("Add", {x, z}), x});
+  int y2 = t.op("Relu", {y1});
+  t.finish({y2, y1});
+  expect_matches_ref(t, 1e-6, "streamed outputs");
 }
 
 TEST(NativeEltwise, PowSpecialExponentsAndGeneral) {

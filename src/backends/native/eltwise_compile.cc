@@ -3,12 +3,19 @@
 #include "backends/native/eltwise_compile.h"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <map>
 #include <optional>
 
 namespace tessera::native {
 namespace {
+
+// Kernels writing at least this many output bytes stream (EltwiseProgram::streaming): such
+// outputs cannot stay in the caches for the next kernel anyway, and non-temporal stores skip the
+// read-for-ownership of every line. Measured on AVX-512 Zen 5, 32M floats, 2 threads:
+// relu(a*b+c) ~8% and x*clip(x+3,0,6)/6 ~15% faster than with plain stores.
+constexpr double kStreamOutputBytes = 16.0 * 1024 * 1024;
 
 struct OpInfo {
   const char* name;
@@ -77,6 +84,60 @@ bool broadcasts_to(const std::vector<int64_t>& in, const std::vector<int64_t>& o
   for (size_t i = 0; i < in.size(); ++i)
     if (in[i] != 1 && in[i] != out[off + i]) return false;
   return true;
+}
+
+// Folds each Relu / Clip that is the only reader of an Add / Sub / Mul / Div result (not itself
+// stored) into that instruction as its clamp and drops it. Instructions are numbered by position
+// (operands >= 0; program inputs negative); `produced` maps graph values to them.
+void fuse_clamps(std::vector<EwInstr>& code, std::map<int, int>& produced,
+                 const std::vector<int>& stored_values) {
+  const int n = static_cast<int>(code.size());
+  std::vector<int> uses(n, 0);
+  for (const EwInstr& in : code) {
+    if (in.op == EwOp::kFill) continue;
+    for (int v : {in.a, in.b})
+      if (v >= 0) ++uses[v];
+  }
+  std::vector<bool> stored(n, false);
+  for (int v : stored_values) {
+    auto it = produced.find(v);
+    if (it != produced.end() && it->second >= 0) stored[it->second] = true;
+  }
+  std::vector<int> alias(n);  // instruction -> the one whose result it now is
+  std::vector<bool> dropped(n, false);
+  for (int i = 0; i < n; ++i) {
+    alias[i] = i;
+    const EwInstr& in = code[i];
+    if (in.op != EwOp::kRelu && in.op != EwOp::kClip) continue;
+    const int j = in.a;
+    if (j < 0 || uses[j] != 1 || stored[j] || code[j].clamp) continue;
+    const EwOp op = code[j].op;
+    if (op != EwOp::kAdd && op != EwOp::kSub && op != EwOp::kMul && op != EwOp::kDiv) continue;
+    // Relu is x < 0 ? 0 : x, which clip to [0, inf] computes exactly (NaN and -0 included).
+    code[j].clamp = true;
+    code[j].p0 = in.op == EwOp::kRelu ? 0.0f : in.p0;
+    code[j].p1 = in.op == EwOp::kRelu ? std::numeric_limits<float>::infinity() : in.p1;
+    dropped[i] = true;
+    alias[i] = j;
+  }
+  std::vector<int> index(n, -1);  // new position of each kept instruction
+  int kept = 0;
+  for (int i = 0; i < n; ++i)
+    if (!dropped[i]) index[i] = kept++;
+  auto remap = [&](int id) { return id >= 0 ? index[alias[id]] : id; };
+  std::vector<EwInstr> out;
+  for (int i = 0; i < n; ++i) {
+    if (dropped[i]) continue;
+    EwInstr in = code[i];
+    in.dst = index[i];
+    if (in.op != EwOp::kFill) {
+      in.a = remap(in.a);
+      in.b = remap(in.b);
+    }
+    out.push_back(in);
+  }
+  code = std::move(out);
+  for (auto& [value, instr] : produced) instr = remap(instr);
 }
 
 }  // namespace
@@ -224,6 +285,8 @@ Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& node
     produced[node.outputs[0]] = result;
   }
 
+  fuse_clamps(code, produced, stored_values);
+
   EltwisePlan plan;
   EltwiseProgram& p = plan.program;
   plan.input_values = input_values;
@@ -325,18 +388,58 @@ Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& node
   return plan;
 }
 
+int64_t eltwise_element_cost(const EltwiseProgram& program) {
+  int64_t cost = static_cast<int64_t>(program.outputs.size());
+  for (const EwInput& in : program.inputs) cost += in.scalar ? 0 : 1;
+  for (const EwInstr& in : program.code) {
+    switch (in.op) {
+      case EwOp::kDiv:
+      case EwOp::kSqrt:
+      case EwOp::kReciprocal: cost += 4; break;
+      case EwOp::kExp:
+      case EwOp::kLog:
+      case EwOp::kSigmoid:
+      case EwOp::kTanh:
+      case EwOp::kElu: cost += 12; break;
+      case EwOp::kErf:
+      case EwOp::kPow: cost += 24; break;
+      default: cost += 1;
+    }
+  }
+  return cost;
+}
+
 void run_eltwise_parallel(const IsaKernels& isa, const EltwiseProgram& program,
                           const EltwiseBuffers& buffers, int64_t begin, int64_t end,
                           ThreadPool* pool) {
-  constexpr int64_t kBlock = 1024;  // chunk boundaries stay 4 KiB aligned
+  constexpr int64_t kBlock = 1024;  // piece boundaries stay 4 KiB aligned
+  // Another thread only for at least this much work (cost units of eltwise_element_cost; about
+  // 10 us on one thread): waking a worker and joining it costs several microseconds, far more
+  // on a busy machine, so smaller programs are faster on the calling thread alone.
+  constexpr int64_t kMinChunkCost = int64_t{512} << 10;
+  constexpr int64_t kMaxPieceBlocks = 256;  // 1 MiB of each input per piece
   const int64_t blocks = (end - begin + kBlock - 1) / kBlock;
   if (blocks <= 0) return;
-  auto chunk = [&](int64_t b0, int64_t b1) {
+  const int64_t cost = (end - begin) * eltwise_element_cost(program);
+  const int64_t threads =
+      std::clamp<int64_t>(cost / kMinChunkCost, 1, std::min<int64_t>(pool_threads(pool), blocks));
+  if (threads == 1) {
     ScratchBuffer scratch(program.scratch_floats());
-    isa.eltwise(program, buffers, begin + b0 * kBlock, std::min(end, begin + b1 * kBlock),
-                scratch.data());
-  };
-  parallel(pool, blocks, 16, chunk);
+    isa.eltwise(program, buffers, begin, end, scratch.data());
+    return;
+  }
+  // Threads take pieces in turn rather than fixed shares: one that gets less of the CPU (a busy
+  // machine) then runs fewer pieces instead of holding up the kernel.
+  const int64_t piece = std::clamp<int64_t>(blocks / (4 * threads), 1, kMaxPieceBlocks);
+  const int64_t pieces = (blocks + piece - 1) / piece;
+  std::atomic<int64_t> next{0};
+  parallel(pool, threads, 1, [&](int64_t, int64_t) {
+    ScratchBuffer scratch(program.scratch_floats());
+    for (int64_t i = next.fetch_add(1); i < pieces; i = next.fetch_add(1)) {
+      isa.eltwise(program, buffers, begin + i * piece * kBlock,
+                  std::min(end, begin + (i + 1) * piece * kBlock), scratch.data());
+    }
+  });
 }
 
 namespace {
@@ -360,7 +463,8 @@ class EltwiseKernel final : public Kernel {
     outputs.resize(n_out);
     std::vector<float*> out(n_out);
     for (size_t o = 0; o < n_out; ++o) {
-      outputs[o] = ctx.alloc.allocate(DType::kFloat32, out_dims_);
+      // The program writes every output element: no zero-fill pass needed.
+      outputs[o] = ctx.alloc.allocate_uninitialized(DType::kFloat32, out_dims_);
       out[o] = outputs[o].data<float>();
     }
     const EltwiseBuffers buffers{in.data(), out.data()};
@@ -385,6 +489,9 @@ Result<std::unique_ptr<Kernel>> compile_eltwise_kernel(const SubGraph& sg, const
   if (!first_out.type.is_static()) return unimplemented("dynamic shape");
   const std::vector<int64_t> out_dims = first_out.type.static_dims();
   TESSERA_ASSIGN_OR_RETURN(EltwisePlan plan, compile_eltwise(g, nodes, sg.outputs(), out_dims));
+  EltwiseProgram& p = plan.program;
+  p.streaming =
+      static_cast<double>(p.total) * sizeof(float) * p.outputs.size() >= kStreamOutputBytes;
   std::vector<ValueSource> sources;
   for (int v : plan.input_values) {
     TESSERA_ASSIGN_OR_RETURN(ValueSource s, source_of(sg, v));

@@ -31,8 +31,12 @@ Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& node
                                     const std::vector<int>& stored_values,
                                     const std::vector<int64_t>& out_dims);
 
-// Runs a program over output elements [begin, end) split over the pool (chunks of at least
-// 16K elements).
+// Rough cost of one output element of a program (about one unit per cheap vector operation per
+// element, more for division and transcendental functions; inputs and outputs count one).
+int64_t eltwise_element_cost(const EltwiseProgram& program);
+
+// Runs a program over output elements [begin, end) split over the pool (into chunks of enough
+// work to be worth a thread).
 void run_eltwise_parallel(const IsaKernels& isa, const EltwiseProgram& program,
                           const EltwiseBuffers& buffers, int64_t begin, int64_t end,
                           ThreadPool* pool);

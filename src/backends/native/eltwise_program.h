@@ -59,6 +59,9 @@ struct EwInstr {
   int a = -1;  // value ids read; b only for binary ops
   int b = -1;
   float p0 = 0, p1 = 0;  // Clip lo/hi, HardSigmoid alpha/beta, LeakyRelu/Elu alpha, Fill value
+  // Add / Sub / Mul / Div only: the result is clipped to [p0, p1] as Clip does (a Relu or Clip
+  // that alone read it, fused: one pass over the tile fewer, the same float operations).
+  bool clamp = false;
 };
 
 // How one program input lies over the (collapsed) output dims.
@@ -80,11 +83,17 @@ struct EltwiseProgram {
   int num_slots = 0;
   int64_t tile = 512;       // output elements per tile (a multiple of 16)
   int64_t row_split = 256;  // rows at least this long are never merged into one tile
+  // For data far larger than the caches: outputs are written with non-temporal stores (no
+  // read-for-ownership of each line; see eltwise_run for when they are staged in scratch first),
+  // inputs are prefetched non-temporally.
+  bool streaming = false;
 
   int num_inputs() const { return static_cast<int>(inputs.size()); }
   int num_values() const { return num_inputs() + static_cast<int>(code.size()); }
-  // Floats of per-thread scratch the ISA kernel needs (slots and gather buffers, padded).
-  int64_t scratch_floats() const { return (num_slots + num_inputs() + 1) * (tile + 16) + 16; }
+  // Floats of per-thread scratch the ISA kernel needs (slots, gather and staging buffers, padded).
+  int64_t scratch_floats() const {
+    return (num_slots + num_inputs() + static_cast<int64_t>(outputs.size()) + 1) * (tile + 16) + 16;
+  }
 };
 
 // Run-time pointers of one execution: per program input and per program output.

@@ -152,7 +152,9 @@ class GemmKernel final : public Kernel {
     if (plan_.bias != kNoValue) {
       TESSERA_ASSIGN_OR_RETURN(bias, resolve_float(bias_, inputs));
     }
-    Tensor c = ctx.alloc.allocate(DType::kFloat32, plan_.out_dims);
+    // The blocks cover C (ldc == n) and overwrite it, unless k == 0 leaves it at zero.
+    Tensor c = s.k > 0 ? ctx.alloc.allocate_uninitialized(DType::kFloat32, plan_.out_dims)
+                       : ctx.alloc.allocate(DType::kFloat32, plan_.out_dims);
     float* cp = c.data<float>();
     std::vector<GemmOperands> problems;
     for (size_t i = 0; i < plan_.layout.a_offsets.size(); ++i) {
@@ -186,7 +188,9 @@ class GemmKernel final : public Kernel {
         }
       }
       for (size_t o = 0; o < tail_stored_.size(); ++o) {
-        tail_out[o] = in_place_ ? c : ctx.alloc.allocate(DType::kFloat32, plan_.out_dims);
+        // The tail runs on every finished block: it writes all of its outputs.
+        tail_out[o] =
+            in_place_ ? c : ctx.alloc.allocate_uninitialized(DType::kFloat32, plan_.out_dims);
         tail_out_ptr[o] = tail_out[o].data<float>();
       }
       const EltwiseBuffers buffers{tail_in.data(), tail_out_ptr.data()};

@@ -29,6 +29,8 @@ struct Avx2 {
   static V load_n(const float* p, int n) { return _mm256_maskload_ps(p, first(n)); }
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
   static void store_n(float* p, V v, int n) { _mm256_maskstore_ps(p, first(n), v); }
+  static void stream(float* p, V v) { _mm256_stream_ps(p, v); }  // p 32-byte aligned
+  static void fence() { _mm_sfence(); }
 
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }

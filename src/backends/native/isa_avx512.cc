@@ -33,6 +33,9 @@ struct Avx512 {
   static V load_n(const float* p, int n) { return _mm512_maskz_loadu_ps(first(n), p); }
   static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
   static void store_n(float* p, V v, int n) { _mm512_mask_storeu_ps(p, first(n), v); }
+  // Non-temporal store (p 64-byte aligned); fence() orders these before later stores.
+  static void stream(float* p, V v) { _mm512_stream_ps(p, v); }
+  static void fence() { _mm_sfence(); }
 
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V sub(V a, V b) { return _mm512_sub_ps(a, b); }

@@ -22,6 +22,8 @@ struct Scalar {
   static void store_n(float* p, V v, int n) {
     if (n > 0) *p = v;
   }
+  static void stream(float* p, V v) { *p = v; }
+  static void fence() {}
 
   static V add(V a, V b) { return a + b; }
   static V sub(V a, V b) { return a - b; }

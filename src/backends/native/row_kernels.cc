@@ -229,7 +229,7 @@ class SoftmaxKernel final : public Kernel {
              KernelRunContext& ctx) override {
     TESSERA_ASSIGN_OR_RETURN(const float* x, resolve_float(x_, inputs));
     outputs.resize(1);
-    outputs[0] = ctx.alloc.allocate(DType::kFloat32, dims_);
+    outputs[0] = ctx.alloc.allocate_uninitialized(DType::kFloat32, dims_);  // every row written
     float* y = outputs[0].data<float>();
     const Split3 s = s_;
     if (s.inner == 1) {
@@ -343,7 +343,8 @@ class LayerNormKernel final : public Kernel {
     float* out[3] = {nullptr, nullptr, nullptr};
     for (size_t i = 0; i < positions_.size(); ++i) {
       const int p = positions_[i];
-      outputs[i] = ctx.alloc.allocate(DType::kFloat32, p == 0 ? dims_ : stat_dims_);
+      // Every row and its statistics are written.
+      outputs[i] = ctx.alloc.allocate_uninitialized(DType::kFloat32, p == 0 ? dims_ : stat_dims_);
       out[p] = outputs[i].data<float>();
     }
     std::vector<float> y_unused;

@@ -6,18 +6,17 @@
 
 namespace tessera::native::simd {
 
-// min(max(x, lo), hi) exactly as std::max then std::min choose (NaN stays NaN).
+// min(max(x, lo), hi) exactly as std::max then std::min choose (NaN stays NaN). S::max(a, b)
+// is a > b ? a : b and S::min(a, b) a < b ? a : b, so the operand order makes the choices
+// std::max(x, lo) = x < lo ? lo : x and std::min(t, hi) = hi < t ? hi : t.
 template <class S>
 typename S::V clip(typename S::V x, typename S::V lo, typename S::V hi) {
-  const typename S::V t = S::select(S::lt(x, lo), lo, x);
-  return S::select(S::lt(hi, t), hi, t);
+  return S::min(hi, S::max(lo, x));
 }
 // std::max(0, std::min(1, x)): HardSigmoid's clamp (NaN becomes 1, as in ref).
 template <class S>
 typename S::V clip01(typename S::V x) {
-  const typename S::V one = S::set1(1.0f);
-  const typename S::V t = S::select(S::lt(x, one), x, one);
-  return S::select(S::lt(S::zero(), t), t, S::zero());
+  return S::max(S::min(x, S::set1(1.0f)), S::zero());
 }
 
 // Where a value lives for the current tile: n floats at p, or one float s broadcast.
@@ -26,11 +25,15 @@ struct Loc {
   float s;
 };
 
+// `nt`: whole vectors go out with non-temporal stores (dst aligned to them).
 template <class S, class F>
-void map_unary(float* dst, Loc a, int64_t n, F f) {
+void map_unary(float* dst, Loc a, int64_t n, F f, bool nt = false) {
   constexpr int W = S::W;
   int64_t i = 0;
-  for (; i + W <= n; i += W) S::store(dst + i, f(S::load(a.p + i)));
+  if (nt)
+    for (; i + W <= n; i += W) S::stream(dst + i, f(S::load(a.p + i)));
+  else
+    for (; i + W <= n; i += W) S::store(dst + i, f(S::load(a.p + i)));
   if (i < n) {
     const int r = static_cast<int>(n - i);
     S::store_n(dst + i, f(S::load_n(a.p + i, r)), r);
@@ -39,25 +42,34 @@ void map_unary(float* dst, Loc a, int64_t n, F f) {
 
 // At most one of a, b is a broadcast float (the caller folds two of them to a broadcast).
 template <class S, class F>
-void map_binary(float* dst, Loc a, Loc b, int64_t n, F f) {
+void map_binary(float* dst, Loc a, Loc b, int64_t n, F f, bool nt = false) {
   constexpr int W = S::W;
   int64_t i = 0;
   if (a.p && b.p) {
-    for (; i + W <= n; i += W) S::store(dst + i, f(S::load(a.p + i), S::load(b.p + i)));
+    if (nt)
+      for (; i + W <= n; i += W) S::stream(dst + i, f(S::load(a.p + i), S::load(b.p + i)));
+    else
+      for (; i + W <= n; i += W) S::store(dst + i, f(S::load(a.p + i), S::load(b.p + i)));
     if (i < n) {
       const int r = static_cast<int>(n - i);
       S::store_n(dst + i, f(S::load_n(a.p + i, r), S::load_n(b.p + i, r)), r);
     }
   } else if (a.p) {
     const typename S::V bs = S::set1(b.s);
-    for (; i + W <= n; i += W) S::store(dst + i, f(S::load(a.p + i), bs));
+    if (nt)
+      for (; i + W <= n; i += W) S::stream(dst + i, f(S::load(a.p + i), bs));
+    else
+      for (; i + W <= n; i += W) S::store(dst + i, f(S::load(a.p + i), bs));
     if (i < n) {
       const int r = static_cast<int>(n - i);
       S::store_n(dst + i, f(S::load_n(a.p + i, r), bs), r);
     }
   } else {
     const typename S::V as = S::set1(a.s);
-    for (; i + W <= n; i += W) S::store(dst + i, f(as, S::load(b.p + i)));
+    if (nt)
+      for (; i + W <= n; i += W) S::stream(dst + i, f(as, S::load(b.p + i)));
+    else
+      for (; i + W <= n; i += W) S::store(dst + i, f(as, S::load(b.p + i)));
     if (i < n) {
       const int r = static_cast<int>(n - i);
       S::store_n(dst + i, f(as, S::load_n(b.p + i, r)), r);
@@ -87,6 +99,27 @@ struct Identity {
 template <class S>
 void copy(float* dst, const float* src, int64_t n) {
   map_unary<S>(dst, Loc{src, 0}, n, Identity<S>{});
+}
+
+// dst[0, n) = src (n floats, or one broadcast float) with non-temporal stores over dst's whole
+// 64-byte lines; plain stores for the partial lines at either end.
+template <class S>
+void stream_out(float* dst, Loc src, int64_t n) {
+  constexpr int64_t kLine = 64 / sizeof(float);
+  const int64_t misaligned = static_cast<int64_t>(reinterpret_cast<uintptr_t>(dst) % 64);
+  int64_t head = misaligned == 0 ? 0 : (64 - misaligned) / static_cast<int64_t>(sizeof(float));
+  if (head > n) head = n;
+  const int64_t body_end = head + (n - head) / kLine * kLine;
+  if (src.p) {
+    copy<S>(dst, src.p, head);
+    for (int64_t i = head; i < body_end; i += S::W) S::stream(dst + i, S::load(src.p + i));
+    copy<S>(dst + body_end, src.p + body_end, n - body_end);
+  } else {
+    fill<S>(dst, src.s, head);
+    const typename S::V x = S::set1(src.s);
+    for (int64_t i = head; i < body_end; i += S::W) S::stream(dst + i, x);
+    fill<S>(dst + body_end, src.s, n - body_end);
+  }
 }
 
 #define TESSERA_EW_BINARY(Name, expr)                            \
@@ -133,38 +166,54 @@ TESSERA_EW_UNARY(ReciprocalOp, S::div(S::set1(1.0f), x))
 #undef TESSERA_EW_BINARY
 #undef TESSERA_EW_UNARY
 
+// A binary operation whose result is clipped to [lo, hi] (EwInstr::clamp).
+template <class S, class F>
+struct Clamped {
+  Vec<S> lo, hi;
+  Vec<S> operator()(Vec<S> x, Vec<S> y) const { return clip<S>(F{}(x, y), lo, hi); }
+};
+
+template <class S, class F>
+void map_arith(const EwInstr& in, Loc a, Loc b, float* dst, int64_t n, bool nt) {
+  if (in.clamp)
+    map_binary<S>(dst, a, b, n, Clamped<S, F>{S::set1(in.p0), S::set1(in.p1)}, nt);
+  else
+    map_binary<S>(dst, a, b, n, F{}, nt);
+}
+
 // dst[0, n) = instruction applied to a (and b). Matches the reference kernels' formulas (and
-// their NaN behaviour) except for the rounding of the transcendental functions.
+// their NaN behaviour) except for the rounding of the transcendental functions. `nt`: see
+// map_unary.
 template <class S>
-void run_instr(const EwInstr& in, Loc a, Loc b, float* dst, int64_t n) {
+void run_instr(const EwInstr& in, Loc a, Loc b, float* dst, int64_t n, bool nt = false) {
   const Vec<S> p0 = S::set1(in.p0), p1 = S::set1(in.p1);
   switch (in.op) {
-    case EwOp::kAdd: return map_binary<S>(dst, a, b, n, AddOp<S>{});
-    case EwOp::kSub: return map_binary<S>(dst, a, b, n, SubOp<S>{});
-    case EwOp::kMul: return map_binary<S>(dst, a, b, n, MulOp<S>{});
-    case EwOp::kDiv: return map_binary<S>(dst, a, b, n, DivOp<S>{});
-    case EwOp::kMax: return map_binary<S>(dst, a, b, n, MaxOp<S>{});
-    case EwOp::kMin: return map_binary<S>(dst, a, b, n, MinOp<S>{});
-    case EwOp::kPow: return map_binary<S>(dst, a, b, n, PowOp<S>{});
-    case EwOp::kPRelu: return map_binary<S>(dst, a, b, n, PReluOp<S>{});
-    case EwOp::kRelu: return map_unary<S>(dst, a, n, ReluOp<S>{p0, p1});
-    case EwOp::kClip: return map_unary<S>(dst, a, n, ClipOp<S>{p0, p1});
-    case EwOp::kHardSigmoid: return map_unary<S>(dst, a, n, HardSigmoidOp<S>{p0, p1});
-    case EwOp::kHardSwish: return map_unary<S>(dst, a, n, HardSwishOp<S>{p0, p1});
-    case EwOp::kSigmoid: return map_unary<S>(dst, a, n, SigmoidOp<S>{p0, p1});
-    case EwOp::kTanh: return map_unary<S>(dst, a, n, TanhOp<S>{p0, p1});
-    case EwOp::kLeakyRelu: return map_unary<S>(dst, a, n, LeakyReluOp<S>{p0, p1});
-    case EwOp::kElu: return map_unary<S>(dst, a, n, EluOp<S>{p0, p1});
-    case EwOp::kExp: return map_unary<S>(dst, a, n, ExpOp<S>{p0, p1});
-    case EwOp::kLog: return map_unary<S>(dst, a, n, LogOp<S>{p0, p1});
-    case EwOp::kSqrt: return map_unary<S>(dst, a, n, SqrtOp<S>{p0, p1});
-    case EwOp::kAbs: return map_unary<S>(dst, a, n, AbsOp<S>{p0, p1});
-    case EwOp::kNeg: return map_unary<S>(dst, a, n, NegOp<S>{p0, p1});
-    case EwOp::kErf: return map_unary<S>(dst, a, n, ErfOp<S>{p0, p1});
-    case EwOp::kSquare: return map_unary<S>(dst, a, n, SquareOp<S>{p0, p1});
-    case EwOp::kCube: return map_unary<S>(dst, a, n, CubeOp<S>{p0, p1});
-    case EwOp::kReciprocal: return map_unary<S>(dst, a, n, ReciprocalOp<S>{p0, p1});
-    case EwOp::kCopy: return map_unary<S>(dst, a, n, Identity<S>{});
+    case EwOp::kAdd: return map_arith<S, AddOp<S>>(in, a, b, dst, n, nt);
+    case EwOp::kSub: return map_arith<S, SubOp<S>>(in, a, b, dst, n, nt);
+    case EwOp::kMul: return map_arith<S, MulOp<S>>(in, a, b, dst, n, nt);
+    case EwOp::kDiv: return map_arith<S, DivOp<S>>(in, a, b, dst, n, nt);
+    case EwOp::kMax: return map_binary<S>(dst, a, b, n, MaxOp<S>{}, nt);
+    case EwOp::kMin: return map_binary<S>(dst, a, b, n, MinOp<S>{}, nt);
+    case EwOp::kPow: return map_binary<S>(dst, a, b, n, PowOp<S>{}, nt);
+    case EwOp::kPRelu: return map_binary<S>(dst, a, b, n, PReluOp<S>{}, nt);
+    case EwOp::kRelu: return map_unary<S>(dst, a, n, ReluOp<S>{p0, p1}, nt);
+    case EwOp::kClip: return map_unary<S>(dst, a, n, ClipOp<S>{p0, p1}, nt);
+    case EwOp::kHardSigmoid: return map_unary<S>(dst, a, n, HardSigmoidOp<S>{p0, p1}, nt);
+    case EwOp::kHardSwish: return map_unary<S>(dst, a, n, HardSwishOp<S>{p0, p1}, nt);
+    case EwOp::kSigmoid: return map_unary<S>(dst, a, n, SigmoidOp<S>{p0, p1}, nt);
+    case EwOp::kTanh: return map_unary<S>(dst, a, n, TanhOp<S>{p0, p1}, nt);
+    case EwOp::kLeakyRelu: return map_unary<S>(dst, a, n, LeakyReluOp<S>{p0, p1}, nt);
+    case EwOp::kElu: return map_unary<S>(dst, a, n, EluOp<S>{p0, p1}, nt);
+    case EwOp::kExp: return map_unary<S>(dst, a, n, ExpOp<S>{p0, p1}, nt);
+    case EwOp::kLog: return map_unary<S>(dst, a, n, LogOp<S>{p0, p1}, nt);
+    case EwOp::kSqrt: return map_unary<S>(dst, a, n, SqrtOp<S>{p0, p1}, nt);
+    case EwOp::kAbs: return map_unary<S>(dst, a, n, AbsOp<S>{p0, p1}, nt);
+    case EwOp::kNeg: return map_unary<S>(dst, a, n, NegOp<S>{p0, p1}, nt);
+    case EwOp::kErf: return map_unary<S>(dst, a, n, ErfOp<S>{p0, p1}, nt);
+    case EwOp::kSquare: return map_unary<S>(dst, a, n, SquareOp<S>{p0, p1}, nt);
+    case EwOp::kCube: return map_unary<S>(dst, a, n, CubeOp<S>{p0, p1}, nt);
+    case EwOp::kReciprocal: return map_unary<S>(dst, a, n, ReciprocalOp<S>{p0, p1}, nt);
+    case EwOp::kCopy: return map_unary<S>(dst, a, n, Identity<S>{}, nt);
     case EwOp::kFill: return fill<S>(dst, in.p0, n);
   }
 }
@@ -221,11 +270,23 @@ void eltwise_run(const EltwiseProgram& p, const EltwiseBuffers& buf, int64_t beg
   const int n_out = static_cast<int>(p.outputs.size());
   float* slots = scratch;
   float* gathered = scratch + p.num_slots * stride;
+  float* staging = gathered + n_in * stride;  // per output, with streaming
+  const bool stream = p.streaming;
   const int last = p.rank - 1;
   const int64_t row = p.dims[last];
   Loc loc[kMaxEltwiseValues];
   float* out_ptr[kMaxEltwiseValues];  // per value: where it is written in place, or null
-  for (int v = 0; v < p.num_values(); ++v) out_ptr[v] = nullptr;
+  // Per value: read by an instruction. A streamed output that is not goes straight out with
+  // non-temporal stores where its tile starts on a cache line; the others are staged in scratch
+  // (read back from L1, not from memory) and streamed out after the tile.
+  bool read[kMaxEltwiseValues];
+  bool direct[kMaxEltwiseValues];
+  for (int v = 0; v < p.num_values(); ++v) out_ptr[v] = nullptr, read[v] = direct[v] = false;
+  for (int i = 0; i < n_code; ++i) {
+    if (code[i].op == EwOp::kFill) continue;
+    read[code[i].a] = true;
+    if (code[i].b >= 0) read[code[i].b] = true;
+  }
   int64_t e = begin;
   while (e < end) {
     int64_t idx[kMaxEltwiseRank];
@@ -245,9 +306,14 @@ void eltwise_run(const EltwiseProgram& p, const EltwiseBuffers& buf, int64_t beg
         loc[k] = Loc{base + e, 0};
         // The next tile's lines, requested now so that memory stays busy while this tile
         // computes (the hardware prefetcher alone leaves gaps between tiles).
+        // Streamed (far larger than the caches) inputs are prefetched non-temporally: read once,
+        // they need not displace anything in L2 / L3.
         const float* next = base + e + n;
         const int64_t ahead = end - e - n < n ? end - e - n : n;
-        for (int64_t i = 0; i < ahead; i += 16) __builtin_prefetch(next + i, 0, 3);
+        if (stream)
+          for (int64_t i = 0; i < ahead; i += 16) __builtin_prefetch(next + i, 0, 0);
+        else
+          for (int64_t i = 0; i < ahead; i += 16) __builtin_prefetch(next + i, 0, 3);
       } else if (one_row) {
         int64_t off = 0;
         for (int d = 0; d < p.rank; ++d) off += idx[d] * in.strides[d];
@@ -258,7 +324,12 @@ void eltwise_run(const EltwiseProgram& p, const EltwiseBuffers& buf, int64_t beg
         loc[k] = Loc{g, 0};
       }
     }
-    for (int o = 0; o < n_out; ++o) out_ptr[outs[o]] = buf.outputs[o] + e;
+    for (int o = 0; o < n_out; ++o) {
+      float* dst = buf.outputs[o] + e;
+      const int v = outs[o];
+      direct[v] = stream && !read[v] && reinterpret_cast<uintptr_t>(dst) % 64 == 0;
+      out_ptr[v] = stream && !direct[v] ? staging + o * stride : dst;
+    }
     for (int i = 0; i < n_code; ++i) {
       const EwInstr& in = code[i];
       if (in.op == EwOp::kFill) {
@@ -276,15 +347,19 @@ void eltwise_run(const EltwiseProgram& p, const EltwiseBuffers& buf, int64_t beg
         continue;
       }
       float* dst = out_ptr[in.dst] ? out_ptr[in.dst] : slots + slot[in.dst] * stride;
-      run_instr<S>(in, a, b, dst, n);
+      run_instr<S>(in, a, b, dst, n, direct[in.dst]);
       loc[in.dst] = Loc{dst, 0};
     }
     for (int o = 0; o < n_out; ++o) {
       const Loc l = loc[outs[o]];
-      if (!l.p) fill<S>(buf.outputs[o] + e, l.s, n);
+      if (stream && !(direct[outs[o]] && l.p))
+        stream_out<S>(buf.outputs[o] + e, l, n);
+      else if (!l.p)
+        fill<S>(buf.outputs[o] + e, l.s, n);
     }
     e += n;
   }
+  if (stream) S::fence();
 }
 
 // One math function over an array (for accuracy tests and direct use).

@@ -24,6 +24,11 @@ class TensorAllocator {
  public:
   virtual ~TensorAllocator() = default;
   virtual Tensor allocate(DType dtype, std::vector<int64_t> dims) = 0;
+  // Same, but the contents are unspecified: for kernels that write every element of the output
+  // (saves a full write pass over the buffer).
+  virtual Tensor allocate_uninitialized(DType dtype, std::vector<int64_t> dims) {
+    return allocate(dtype, std::move(dims));
+  }
 };
 
 // Plain heap allocation.
