@@ -376,6 +376,9 @@ Result<SearchResult> Searcher::run() {
       auto known = state_of.find(key);
       if (known != state_of.end() && states[known->second].dist <= d)
         continue;  // cannot improve it
+      if (options_.optimistic_cost && !costs_[c] &&
+          d + options_.optimistic_cost(cand) + estimate(next.covered) >= best)
+        continue;  // not worth measuring against the best plan
       const std::optional<Cost>& cost = cost_of(c);
       if (!cost->valid) continue;
       double nd = d + cost->seconds + crossing_cost(here, c);

@@ -63,6 +63,10 @@ struct SearchOptions {
   // plan's cost. An estimate above the true cost can miss the optimum but measures far fewer
   // candidates. Unset: 0 (Dijkstra).
   std::function<double(const NodeSet& covered)> remaining;
+  // A cost a candidate is not expected to beat (a fraction of what its nodes took in a
+  // single-backend run, say): a candidate whose optimistic cost cannot lead to a better plan is
+  // not measured at all. Unset: every candidate that could win is measured.
+  std::function<double(const Candidate& c)> optimistic_cost;
   // The cost of handing a tensor from a partition on `from` to one on `to` (called only for
   // different backends); charged once per tensor and consuming backend where the plan crosses.
   // Unset: transitions are free (Collage's model). With it, a state also remembers the backend

@@ -41,7 +41,7 @@ Tensor random_input_tensor(DType dtype, const std::vector<int64_t>& dims, uint64
 }
 
 Result<std::vector<Tensor>> capture_reference_values(const Graph& g, const std::map<std::string, Tensor>& inputs,
-                                                     int threads, uint64_t seed) {
+                                                     int threads, uint64_t seed, std::vector<double>* node_seconds) {
   std::vector<Tensor> in;
   for (int v : g.inputs()) {
     const Value& val = g.value(v);
@@ -59,8 +59,13 @@ Result<std::vector<Tensor>> capture_reference_values(const Graph& g, const std::
   BufferPool buffers;
   ThreadPool pool(threads);
   RunStats stats;
+  stats.profile = node_seconds != nullptr;
   std::vector<Tensor> values;
   TESSERA_RETURN_IF_ERROR(exec.run(in, {}, buffers, &pool, stats, &values).status().with_context("the reference run"));
+  if (node_seconds) {
+    node_seconds->assign(g.num_nodes(), 0.0);
+    for (int s = 0; s < exec.num_steps(); ++s) (*node_seconds)[exec.step_nodes(s).front()] = stats.step_seconds[s];
+  }
   return values;
 }
 

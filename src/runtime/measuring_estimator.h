@@ -40,8 +40,10 @@ struct MeasureOptions {
 // intermediates, outputs and constants). `inputs` maps graph input names to tensors; inputs not
 // given get seeded random data (integers in [0, 4), floats in [-1, 1]). Dynamic input dims must
 // have been fixed (Session's input_shapes) for random inputs.
+// With `node_seconds`, each node's reference kernel time in that run lands there.
 Result<std::vector<Tensor>> capture_reference_values(const Graph& g, const std::map<std::string, Tensor>& inputs,
-                                                     int threads, uint64_t seed = 1);
+                                                     int threads, uint64_t seed = 1,
+                                                     std::vector<double>* node_seconds = nullptr);
 
 // Random data of a given type (integers in [0, 4), bools, floats in [-1, 1]), seeded.
 Tensor random_input_tensor(DType dtype, const std::vector<int64_t>& dims, uint64_t seed);

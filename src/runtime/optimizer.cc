@@ -165,8 +165,12 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
   TESSERA_ASSIGN_OR_RETURN(std::vector<const Backend*> backends, chosen_backends(options.backends));
 
   phase("reference");
-  TESSERA_ASSIGN_OR_RETURN(std::vector<Tensor> values,
-                           capture_reference_values(g, options.inputs, options.threads, options.seed));
+  std::vector<double> ref_node_seconds;
+  TESSERA_ASSIGN_OR_RETURN(std::vector<Tensor> values, capture_reference_values(g, options.inputs, options.threads,
+                                                                                options.seed, &ref_node_seconds));
+  // Per backend, the time of each node it ran in a whole-model run (for large graphs' A*).
+  std::map<const Backend*, std::vector<double>> node_seconds;
+  node_seconds[&ref_backend()] = ref_node_seconds;
   std::vector<Tensor> inputs;
   for (int v : g.inputs()) inputs.push_back(values[v]);
 
@@ -211,27 +215,38 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     so.exact = g.num_nodes() <= options.max_exact_nodes;
     if (!so.exact) {
       // A*: the cheapest time per node over this variant's single-backend placements, timed
-      // whole (a few runs each), estimates the rest of a plan.
+      // whole (a few runs each, once per backend), estimates the rest of a plan; a fraction of
+      // what a candidate's nodes took on its backend is its optimistic cost.
       phase("estimates" + label);
-      std::vector<double> per_node(g.num_nodes(), std::numeric_limits<double>::infinity());
       std::vector<int> no_owner(g.num_nodes(), -1);
       for (const Backend* b : variant_backends) {
+        if (node_seconds.count(b)) continue;
         auto placed = place_on_backend(g, *b);
         if (!placed.ok()) continue;
         auto t = time_partitions(g, *placed, inputs, measure, no_owner, 0);
         if (!t.ok()) continue;
-        for (int n = 0; n < g.num_nodes(); ++n) per_node[n] = std::min(per_node[n], t->per_node[n]);
+        std::vector<double> mine(g.num_nodes(), std::numeric_limits<double>::infinity());
+        for (const Partition& p : *placed)
+          for (int n : p.nodes) mine[n] = t->per_node[n];
+        node_seconds[b] = std::move(mine);
       }
+      std::vector<double> per_node = ref_node_seconds;
+      for (const Backend* b : variant_backends)
+        if (auto it = node_seconds.find(b); it != node_seconds.end())
+          for (int n = 0; n < g.num_nodes(); ++n) per_node[n] = std::min(per_node[n], it->second[n]);
       double total = 0;
-      for (double& x : per_node) {
-        if (!std::isfinite(x)) x = 0;
-        x *= options.estimate_fraction;
-        total += x;
-      }
+      for (double& x : per_node) total += (x *= options.estimate_fraction);
       so.remaining = [per_node, total](const NodeSet& covered) {
         double rest = total;
         for (int n : covered) rest -= per_node[n];
         return std::max(0.0, rest);
+      };
+      so.optimistic_cost = [&node_seconds, &options](const Candidate& c) {
+        auto it = node_seconds.find(c.backend);
+        if (it == node_seconds.end()) return 0.0;
+        double sum = 0;
+        for (int n : c.nodes) sum += std::isfinite(it->second[n]) ? it->second[n] : 0.0;
+        return options.optimistic_fraction * sum;
       };
     }
     // Each variant may use an equal share of what is left of the budget (later ones reuse the

@@ -38,6 +38,9 @@ struct OptimizeOptions {
   // Larger graphs are also searched as A*, the rest of a plan estimated at this fraction of the
   // cheapest time per node seen in the single-backend placements (measured end to end first).
   double estimate_fraction = 0.9;
+  // ... and a candidate is not measured when even this fraction of the time its nodes took on its
+  // backend (in that backend's placement, or the reference run) cannot lead to a better plan.
+  double optimistic_fraction = 0.5;
   std::string model_name;   // recorded in the plan
   std::map<std::string, std::vector<int64_t>> input_shapes;  // recorded in the plan
   // Called often from the search (phase "search", "merge"), and at phase changes ("reference",
