@@ -337,6 +337,9 @@ Result<SearchResult> Searcher::run() {
   };
   add_state(Frontier{NodeSet(n_), {}, {}}, 0.0, -1, -1);
   double best = kInfinity;  // the best complete plan found so far
+  // What a path must (be estimated to) beat to be pursued: plans within `tolerance` of the best
+  // are not worth their measurements.
+  auto target = [&] { return best * (1 - options_.tolerance); };
   int best_state = -1, most_advanced = 0;
   bool finished = false;
   report(false);
@@ -357,7 +360,7 @@ Result<SearchResult> Searcher::run() {
       best_state = s;
       break;
     }
-    if (d + states[s].estimate >= best) continue;  // cannot beat the best plan (as estimated)
+    if (d + states[s].estimate >= target()) continue;  // cannot beat the best plan (as estimated)
     int covered = here.covered.count();
     if (covered > progress_.nodes_covered) {
       progress_.nodes_covered = covered;
@@ -367,7 +370,7 @@ Result<SearchResult> Searcher::run() {
     if (++since_report_ >= options_.progress_every) since_report_ = 0, report(false);
     const int u = (NodeSet::all(n_) - here.covered).first();
     for (int c : by_first_[u]) {
-      if (d + states[s].estimate >= best || past_deadline()) break;  // nothing from here can beat it
+      if (d + states[s].estimate >= target() || past_deadline()) break;  // nothing here can beat it
       const Candidate& cand = candidates_[c];
       if (cand.nodes.intersects(here.covered) || !convex(c)) continue;
       if (closes_cycle(here, cand.nodes)) continue;
@@ -377,12 +380,12 @@ Result<SearchResult> Searcher::run() {
       if (known != state_of.end() && states[known->second].dist <= d)
         continue;  // cannot improve it
       if (options_.optimistic_cost && !costs_[c] &&
-          d + options_.optimistic_cost(cand) + estimate(next.covered) >= best)
+          d + options_.optimistic_cost(cand) + estimate(next.covered) >= target())
         continue;  // not worth measuring against the best plan
       const std::optional<Cost>& cost = cost_of(c);
       if (!cost->valid) continue;
       double nd = d + cost->seconds + crossing_cost(here, c);
-      if (nd + estimate(next.covered) >= best) continue;
+      if (nd + estimate(next.covered) >= target()) continue;
       known = state_of.find(key);  // (the estimator call does not touch states; keep it simple)
       int id;
       if (known == state_of.end()) {

@@ -67,6 +67,9 @@ struct SearchOptions {
   // single-backend run, say): a candidate whose optimistic cost cannot lead to a better plan is
   // not measured at all. Unset: every candidate that could win is measured.
   std::function<double(const Candidate& c)> optimistic_cost;
+  // Paths are pursued only while they may beat the best plan by more than this fraction (0: any
+  // improvement). Above 0 the plan is within that fraction of the best over the candidates.
+  double tolerance = 0;
   // The cost of handing a tensor from a partition on `from` to one on `to` (called only for
   // different backends); charged once per tensor and consuming backend where the plan crosses.
   // Unset: transitions are free (Collage's model). With it, a state also remembers the backend

@@ -148,6 +148,90 @@ std::vector<std::pair<std::string, std::vector<const Backend*>>> search_variants
   return variants;
 }
 
+// Per-node times kept in the cost database like costs (one row per node): a second optimization
+// then prunes exactly as the first did and asks only for costs the database has. `nodes` are
+// the nodes to time; `measure` times them (infinity for the others).
+std::vector<double> cached_node_times(CostDatabase* db, const Graph& g, const Backend& b, int threads,
+                                      const std::vector<int>& nodes,
+                                      const std::function<std::optional<std::vector<double>>()>& measure) {
+  const std::string model = graph_hash(g), cpu = cpu_model();
+  auto key = [&](int n) {
+    return CostKey{"estimate:" + model + ":" + std::to_string(n), b.name(), b.version(), threads, cpu};
+  };
+  std::vector<double> times(g.num_nodes(), std::numeric_limits<double>::infinity());
+  bool stored = db != nullptr;
+  for (size_t i = 0; stored && i < nodes.size(); ++i) {
+    auto c = db->lookup(key(nodes[i]));
+    stored = c.ok() && *c;
+    if (stored) times[nodes[i]] = (*c)->seconds;
+  }
+  if (stored) return times;
+  std::optional<std::vector<double>> measured = measure();
+  if (!measured) return {};
+  for (int n : nodes)
+    if (db && std::isfinite((*measured)[n])) (void)db->store(key(n), Cost::of((*measured)[n]), "estimate " + g.node(n).op_type);
+  return *measured;
+}
+
+// Each backend's expected time per node (for large graphs' A*): it runs every node it supports as
+// its own kernel in one whole-model run, and its fused single-backend placement in another; the
+// single-node times, scaled by how much faster the fused placement ran than their sum, are what
+// its nodes are expected to take. Once per backend (kept in `node_seconds` and the database).
+void measure_node_times(const Graph& g, const std::vector<const Backend*>& backends, const std::vector<Tensor>& inputs,
+                        const MeasureOptions& measure, CostDatabase* db,
+                        std::map<const Backend*, std::vector<double>>& node_seconds) {
+  std::vector<int> no_owner(g.num_nodes(), -1);
+  for (const Backend* b : backends) {
+    if (node_seconds.count(b)) continue;
+    std::vector<int> supported;
+    std::vector<Partition> singles;
+    for (int n = 0; n < g.num_nodes(); ++n) {
+      if (!b->supports(g, n).ok()) continue;
+      supported.push_back(n);
+      singles.push_back(Partition{NodeSet::of(g.num_nodes(), {n}), b});
+    }
+    auto times = cached_node_times(db, g, *b, measure.threads, supported, [&]() -> std::optional<std::vector<double>> {
+      auto alone = time_partitions(g, singles, inputs, measure, no_owner, 0);
+      auto placed = place_on_backend(g, *b);
+      if (!alone.ok() || !placed.ok()) return std::nullopt;  // no estimates for this backend
+      auto fused = time_partitions(g, *placed, inputs, measure, no_owner, 0);
+      double sum_alone = 0, sum_fused = 0;
+      for (const Partition& p : *placed)
+        for (int n : p.nodes) sum_alone += alone->per_node[n], sum_fused += fused.ok() ? fused->per_node[n] : 0;
+      double scale = sum_alone > 0 && sum_fused > 0 ? std::min(1.0, sum_fused / sum_alone) : 1.0;
+      std::vector<double> mine(g.num_nodes(), std::numeric_limits<double>::infinity());
+      for (int n : supported) mine[n] = scale * alone->per_node[n];
+      return mine;
+    });
+    if (!times.empty()) node_seconds[b] = std::move(times);
+  }
+}
+
+// A*'s estimate of the rest of a plan (the cheapest expected time per node, ref included) and
+// each candidate's optimistic cost (a fraction of its nodes' expected time on its backend).
+void use_estimates(SearchOptions& so, const Graph& g, const std::vector<const Backend*>& backends,
+                   const std::map<const Backend*, std::vector<double>>& node_seconds, const OptimizeOptions& options) {
+  std::vector<double> per_node = node_seconds.at(&ref_backend());
+  for (const Backend* b : backends)
+    if (auto it = node_seconds.find(b); it != node_seconds.end())
+      for (int n = 0; n < g.num_nodes(); ++n) per_node[n] = std::min(per_node[n], it->second[n]);
+  double total = 0;
+  for (double& x : per_node) total += (x *= options.estimate_fraction);
+  so.remaining = [per_node, total](const NodeSet& covered) {
+    double rest = total;
+    for (int n : covered) rest -= per_node[n];
+    return std::max(0.0, rest);
+  };
+  so.tolerance = options.tolerance;
+  so.optimistic_cost = [&node_seconds, fraction = options.optimistic_fraction](const Candidate& c) {
+    auto it = node_seconds.find(c.backend);
+    if (it == node_seconds.end()) return 0.0;
+    double sum = 0;
+    for (int n : c.nodes) sum += std::isfinite(it->second[n]) ? it->second[n] : 0.0;
+    return fraction * sum;
+  };
+}
+
 }  // namespace
 
 Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& options) {
@@ -170,7 +254,6 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
                                                                                 options.seed, &ref_node_seconds));
   // Per backend, the time of each node it ran in a whole-model run (for large graphs' A*).
   std::map<const Backend*, std::vector<double>> node_seconds;
-  node_seconds[&ref_backend()] = ref_node_seconds;
   std::vector<Tensor> inputs;
   for (int v : g.inputs()) inputs.push_back(values[v]);
 
@@ -188,6 +271,10 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
       result.db_warning = "cost database not used: " + opened.status().message();
     }
   }
+  std::vector<int> all_nodes(g.num_nodes());
+  for (int n = 0; n < g.num_nodes(); ++n) all_nodes[n] = n;
+  node_seconds[&ref_backend()] = cached_node_times(db.get(), g, ref_backend(), options.threads, all_nodes,
+                                                   [&] { return std::optional(ref_node_seconds); });
   CachedEstimator cached(g, db.get(), measuring, options.threads);
   MemoEstimator memo(cached);
   TransitionCosts transitions(measuring, db.get(), options.threads);
@@ -214,40 +301,9 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     SearchOptions so;
     so.exact = g.num_nodes() <= options.max_exact_nodes;
     if (!so.exact) {
-      // A*: the cheapest time per node over this variant's single-backend placements, timed
-      // whole (a few runs each, once per backend), estimates the rest of a plan; a fraction of
-      // what a candidate's nodes took on its backend is its optimistic cost.
       phase("estimates" + label);
-      std::vector<int> no_owner(g.num_nodes(), -1);
-      for (const Backend* b : variant_backends) {
-        if (node_seconds.count(b)) continue;
-        auto placed = place_on_backend(g, *b);
-        if (!placed.ok()) continue;
-        auto t = time_partitions(g, *placed, inputs, measure, no_owner, 0);
-        if (!t.ok()) continue;
-        std::vector<double> mine(g.num_nodes(), std::numeric_limits<double>::infinity());
-        for (const Partition& p : *placed)
-          for (int n : p.nodes) mine[n] = t->per_node[n];
-        node_seconds[b] = std::move(mine);
-      }
-      std::vector<double> per_node = ref_node_seconds;
-      for (const Backend* b : variant_backends)
-        if (auto it = node_seconds.find(b); it != node_seconds.end())
-          for (int n = 0; n < g.num_nodes(); ++n) per_node[n] = std::min(per_node[n], it->second[n]);
-      double total = 0;
-      for (double& x : per_node) total += (x *= options.estimate_fraction);
-      so.remaining = [per_node, total](const NodeSet& covered) {
-        double rest = total;
-        for (int n : covered) rest -= per_node[n];
-        return std::max(0.0, rest);
-      };
-      so.optimistic_cost = [&node_seconds, &options](const Candidate& c) {
-        auto it = node_seconds.find(c.backend);
-        if (it == node_seconds.end()) return 0.0;
-        double sum = 0;
-        for (int n : c.nodes) sum += std::isfinite(it->second[n]) ? it->second[n] : 0.0;
-        return options.optimistic_fraction * sum;
-      };
+      measure_node_times(g, variant_backends, inputs, measure, db.get(), node_seconds);
+      use_estimates(so, g, variant_backends, node_seconds, options);
     }
     // Each variant may use an equal share of what is left of the budget (later ones reuse the
     // costs the earlier ones measured, so they are quicker).
@@ -322,7 +378,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
 }
 
 std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, const std::map<std::string, Tensor>& given,
-                                             const MeasureOptions& options, uint64_t seed) {
+                                             const MeasureOptions& options, uint64_t seed, bool with_ref) {
   std::vector<PlacementTiming> out;
   std::vector<Tensor> inputs;
   for (int v : g.inputs()) {
@@ -345,7 +401,7 @@ std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, c
   if (plan) time_one("plan", place_by_plan(g, *plan));
   for (const Backend* b : all_backends()) {
     if (b == &ref_backend()) {
-      time_one("ref", std::vector<Partition>{});
+      if (with_ref) time_one("ref", std::vector<Partition>{});
     } else if (b->available().ok()) {
       time_one(b->name(), place_on_backend(g, *b));
     }

@@ -35,12 +35,15 @@ struct OptimizeOptions {
   MeasureOptions measure;  // threads are overridden by `threads`
   bool transitions = true;  // measure and charge transitions between backends
   int max_exact_nodes = 40;  // larger graphs are searched with one state per covered set
-  // Larger graphs are also searched as A*, the rest of a plan estimated at this fraction of the
-  // cheapest time per node seen in the single-backend placements (measured end to end first).
-  double estimate_fraction = 0.9;
-  // ... and a candidate is not measured when even this fraction of the time its nodes took on its
-  // backend (in that backend's placement, or the reference run) cannot lead to a better plan.
-  double optimistic_fraction = 0.5;
+  // Larger graphs are also searched as A*. Each backend first runs every node it supports as its
+  // own kernel, and its fused single-backend placement, in whole-model runs; the single-node times
+  // scaled by the fused/unfused ratio are each node's expected time on that backend. The rest of
+  // a plan is estimated at this fraction of the cheapest expected time per node ...
+  double estimate_fraction = 0.85;
+  // ... and a candidate is not measured when even this fraction of its nodes' expected time on
+  // its backend cannot lead to a better plan.
+  double optimistic_fraction = 0.7;
+  double tolerance = 0.02;  // large graphs: improvements under 2% are not pursued
   std::string model_name;   // recorded in the plan
   std::map<std::string, std::vector<int64_t>> input_shapes;  // recorded in the plan
   // Called often from the search (phase "search", "merge"), and at phase changes ("reference",
@@ -94,10 +97,10 @@ struct PlacementTiming {
 };
 
 // Times every available backend's single-backend placement (that backend plus ref for the rest;
-// "ref" alone too) and `plan` when given, side by side in one process, on the same inputs.
+// "ref" alone too, unless !with_ref) and `plan` when given, side by side in one process, on the same inputs.
 // Seeded random inputs for those not in `inputs`.
 std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, const std::map<std::string, Tensor>& inputs,
-                                             const MeasureOptions& options, uint64_t seed = 1);
+                                             const MeasureOptions& options, uint64_t seed = 1, bool with_ref = true);
 
 // Runs g with `partitions` end to end on `inputs` (by graph input order): the median and IQR of
 // whole runs, and the median time of each executor step (partition or reference node) by the
