@@ -336,7 +336,7 @@ Result<SearchResult> Searcher::run() {
     return id;
   };
   add_state(Frontier{NodeSet(n_), {}, {}}, 0.0, -1, -1);
-  double best = kInfinity;  // the best complete plan found so far
+  double best = options_.upper_bound;  // the best complete plan found so far (or the bound)
   // What a path must (be estimated to) beat to be pursued: plans within `tolerance` of the best
   // are not worth their measurements.
   auto target = [&] { return best * (1 - options_.tolerance); };
@@ -406,7 +406,9 @@ Result<SearchResult> Searcher::run() {
   result.states_expanded = progress_.states_expanded;
   // Every state left could not beat the best plan: the search is over, as if it had been popped.
   if (!stopped && best_state >= 0) finished = true;
-  result.finished = finished;
+  // Searched to the end without a plan under the bound.
+  result.above_bound = !stopped && best_state < 0 && options_.upper_bound < kInfinity;
+  result.finished = finished || result.above_bound;
   result.optimal = finished && options_.exact;
 
   std::vector<int> chosen;

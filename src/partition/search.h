@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -70,6 +71,8 @@ struct SearchOptions {
   // Paths are pursued only while they may beat the best plan by more than this fraction (0: any
   // improvement). Above 0 the plan is within that fraction of the best over the candidates.
   double tolerance = 0;
+  // Only plans cheaper than this are looked for (another search's result, say).
+  double upper_bound = std::numeric_limits<double>::infinity();
   // The cost of handing a tensor from a partition on `from` to one on `to` (called only for
   // different backends); charged once per tensor and consuming backend where the plan crosses.
   // Unset: transitions are free (Collage's model). With it, a state also remembers the backend
@@ -91,6 +94,8 @@ struct SearchResult {
   bool finished = false;  // the search ended before the deadline
   bool optimal = false;   // an exact search finished (optimal over the candidates)
   bool fallback = false;  // no complete plan by the deadline: completed greedily
+  // The search ended without a plan under options.upper_bound (partitions: a greedy completion).
+  bool above_bound = false;
   int merges = 0;
   int64_t states_expanded = 0;
   // Every candidate the estimator was asked about, in the order asked (merged groups included),

@@ -281,7 +281,8 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
 
   auto variants = search_variants(backends);
   std::vector<SearchResult> searches;
-  double best = -1;
+  double best = -1;  // measured end to end
+  double best_predicted = std::numeric_limits<double>::infinity();
   for (size_t k = 0; k < variants.size(); ++k) {
     const auto& [name, variant_backends] = variants[k];
     std::string label = variants.size() > 1 ? " " + std::to_string(k + 1) + "/" + std::to_string(variants.size()) : "";
@@ -314,12 +315,21 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
       if (options.progress) options.progress((p.merging ? "merge" : "search") + label, p);
     };
     if (options.transitions) so.transition = std::ref(transitions);
+    // A later set is searched only for plans predicted cheaper than the earlier sets' best.
+    so.upper_bound = best_predicted;
     TESSERA_ASSIGN_OR_RETURN(SearchResult search, search_plan(g, candidates, memo, so));
 
     PlanVariant pv;
     pv.name = name;
     for (const Backend* b : variant_backends) pv.backends.push_back(b->name());
     pv.predicted_seconds = search.seconds;
+    if (search.above_bound) {
+      pv.error = "no plan predicted under " + std::to_string(best_predicted * 1e3) + " ms (an earlier set's)";
+      result.variants.push_back(std::move(pv));
+      searches.push_back(std::move(search));
+      continue;
+    }
+    best_predicted = std::min(best_predicted, search.seconds);
     std::vector<Partition> partitions;
     for (const PlannedPartition& p : search.partitions) partitions.push_back(Partition{p.candidate.nodes, p.candidate.backend});
     phase("end-to-end" + label);

@@ -145,8 +145,12 @@ std::string summary_text(const OptimizeSummary& s, const OptimizeResult& r) {
     out << "searched " << r.variants.size() << " backend sets (own thread runtimes interfere when mixed):";
     for (size_t k = 0; k < r.variants.size(); ++k) {
       const PlanVariant& v = r.variants[k];
-      out << (k ? "," : "") << " " << v.name << " predicted " << ms(v.predicted_seconds) << " measured "
-          << (v.measured_seconds >= 0 ? ms(v.measured_seconds) : "failed")
+      out << (k ? "," : "") << " " << v.name;
+      if (!v.error.empty() && v.measured_seconds < 0) {
+        out << ": " << v.error;
+        continue;
+      }
+      out << " predicted " << ms(v.predicted_seconds) << " measured " << ms(v.measured_seconds)
           << (static_cast<int>(k) == r.chosen_variant ? " (chosen)" : "");
     }
     out << "\n";

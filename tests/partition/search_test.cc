@@ -322,6 +322,34 @@ TEST(Search, AStarWithAConsistentEstimateStaysOptimalAndMeasuresLess) {
   EXPECT_LT(with, without);
 }
 
+// An upper bound from elsewhere: below the optimum the search reports that no plan beats it;
+// above, it finds the optimum as before.
+TEST(Search, UpperBoundFromAnotherSearch) {
+  World w;
+  for (uint32_t seed = 1; seed <= 10; ++seed) {
+    std::mt19937 rng(seed + 500);
+    Graph g = random_graph(rng, 5 + static_cast<int>(seed % 6));
+    std::vector<Candidate> cs = w.candidates(g);
+    MockCostModel model = World::random_costs(rng);
+    MockEstimator e1(g, model), e2(g, model), e3(g, model);
+    SearchOptions o;
+    o.merge = false;
+    auto free = search_plan(g, cs, e1, o);
+    ASSERT_TRUE(free.ok());
+    o.upper_bound = free->seconds * 0.999;
+    auto below = search_plan(g, cs, e2, o);
+    ASSERT_TRUE(below.ok());
+    EXPECT_TRUE(below->above_bound);
+    EXPECT_TRUE(below->finished);
+    expect_valid_plan(g, *below);  // still a runnable (greedy) plan
+    o.upper_bound = free->seconds * 1.5;
+    auto above = search_plan(g, cs, e3, o);
+    ASSERT_TRUE(above.ok());
+    EXPECT_FALSE(above->above_bound);
+    EXPECT_NEAR(above->seconds, free->seconds, 1e-12);
+  }
+}
+
 // One cheap backend that fuses any convex pair, with any number of exits: many
 // tempting groups feed each other, and which grouping of the covered nodes a path chose decides
 // which groups may follow.
