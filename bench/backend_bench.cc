@@ -24,6 +24,7 @@
 #include "bench_cases.h"
 #include "machine_peak.h"
 #include "runtime/buffer_pool.h"
+#include "tools/model_inputs.h"
 
 namespace tessera::bench {
 namespace {
@@ -474,22 +475,6 @@ nlohmann::json to_json(const std::vector<CaseResult>& results, const MachinePeak
   return j;
 }
 
-Result<std::vector<int64_t>> parse_shape(const std::string& s) {
-  std::vector<int64_t> dims;
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    size_t x = s.find('x', pos);
-    std::string part = s.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
-    char* end = nullptr;
-    long long d = std::strtoll(part.c_str(), &end, 10);
-    if (part.empty() || *end != '\0' || d <= 0)
-      return invalid_argument("bad shape '" + s + "' (expected e.g. 1x3x640x640)");
-    dims.push_back(d);
-    if (x == std::string::npos) break;
-    pos = x + 1;
-  }
-  return dims;
-}
 
 // The 1-minute load average (Linux), or -1.
 double load_average() {
@@ -529,7 +514,7 @@ bool matches(const BenchCase& c, const std::string& filter) {
 
 int run_bench(const BenchOptions& o) {
   std::vector<BenchCase> cases = gemm_cases();
-  auto shape = parse_shape(o.model_shape);
+  auto shape = parse_dims(o.model_shape);
   if (!shape.ok()) {
     std::fprintf(stderr, "error: --model-shape: %s\n", shape.status().message().c_str());
     return 2;
