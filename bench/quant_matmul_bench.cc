@@ -1,0 +1,198 @@
+// native::quant_matmul on TinyLlama's matrix shapes, per weight type (F16, Q8_0, Q4_0):
+// decode (1 activation row) in GB/s of weight bytes and as a fraction of the read bandwidth
+// measured at start (2-thread read loop over 1 GiB), rotating over weight copies totalling
+// > 256 MiB so that the caches do not help; prefill (512 rows) in GFLOP/s. Median of repeats.
+//
+//   quant_matmul_bench [--threads N] [--json FILE] [--types f16,q8_0,q4_0] [--quick]
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/native/quant_matmul.h"
+
+namespace {
+
+using tessera::ThreadPool;
+using tessera::native::QuantWeight;
+using tessera::quant::QType;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Read bandwidth: `threads` threads each sum their part of a 1 GiB buffer; best of 5 passes.
+double measure_read_gbps(int threads) {
+  const size_t bytes = size_t{1} << 30, words = bytes / 8;
+  std::vector<uint64_t> buf(words);
+  for (size_t i = 0; i < words; i += 512) buf[i] = i;  // touch every page
+  std::vector<uint64_t> sinks(threads * 8);
+  double best = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    auto t0 = Clock::now();
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) {
+      ts.emplace_back([&, t] {
+        const size_t b = words / threads * t, e = t + 1 == threads ? words : b + words / threads;
+        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (size_t i = b; i + 4 <= e; i += 4) {
+          s0 += buf[i];
+          s1 += buf[i + 1];
+          s2 += buf[i + 2];
+          s3 += buf[i + 3];
+        }
+        sinks[t * 8] = s0 + s1 + s2 + s3;
+      });
+    }
+    for (auto& t : ts) t.join();
+    best = std::max(best, bytes / seconds_since(t0) / 1e9);
+  }
+  uint64_t s = 0;
+  for (uint64_t v : sinks) s += v;
+  if (s == 42) std::printf(" ");
+  return best;
+}
+
+struct Result {
+  std::string type;
+  int64_t k, n;
+  double decode_gbps, decode_frac, decode_us, prefill_gflops, prefill_ms;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 2;
+  std::string json_path, types_arg = "f16,q8_0,q4_0";
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
+    else if (a == "--types" && i + 1 < argc) types_arg = argv[++i];
+    else if (a == "--quick") quick = true;
+    else {
+      std::fprintf(stderr, "usage: %s [--threads N] [--json FILE] [--types f16,q8_0,q4_0] [--quick]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  std::vector<QType> types;
+  {
+    std::stringstream ss(types_arg);
+    std::string t;
+    while (std::getline(ss, t, ',')) {
+      auto q = tessera::quant::qtype_from_name(t);
+      if (!q) {
+        std::fprintf(stderr, "unknown type %s\n", t.c_str());
+        return 2;
+      }
+      types.push_back(*q);
+    }
+  }
+  double load[3] = {0, 0, 0};
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
+    std::fclose(f);
+  }
+  const double bw = measure_read_gbps(threads);
+  std::printf("threads %d, read bandwidth %.1f GB/s, load average %.2f %.2f %.2f, path %s\n",
+              threads, bw, load[0], load[1], load[2],
+              tessera::native::quant_matmul_path(QType::kQ4_0));
+
+  ThreadPool pool(threads);
+  const int64_t shapes[][2] = {{2048, 2048}, {2048, 256}, {2048, 5632}, {5632, 2048}, {2048, 32000}};
+  const int64_t prefill_rows = 512;
+  std::mt19937 g(1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(prefill_rows * 5632);
+  for (float& v : x) v = normal(g);
+  std::vector<Result> results;
+  std::printf("%-5s %5s %6s | %9s %9s %7s | %9s %9s\n", "type", "k", "n", "decode_us", "GB/s",
+              "of_bw", "prefill_ms", "GFLOP/s");
+  for (QType type : types) {
+    for (const auto& s : shapes) {
+      const int64_t k = s[0], n = s[1];
+      const int64_t rb = tessera::quant::row_bytes(type, k), bytes = rb * n;
+      // One quantized copy, replicated to > 256 MiB in all (at least 2 copies).
+      std::vector<uint8_t> one(bytes);
+      {
+        std::vector<float> row(k);
+        for (int64_t j = 0; j < n; ++j) {
+          for (float& v : row) v = normal(g) * 0.02f;
+          tessera::quant::quantize_row(type, row.data(), k, one.data() + j * rb);
+        }
+      }
+      const int64_t copies = std::max<int64_t>(2, ((int64_t{256} << 20) + bytes - 1) / bytes + 1);
+      std::vector<std::vector<uint8_t>> w(copies, one);
+      std::vector<float> y(prefill_rows * n);
+
+      // Decode: rotate over the copies.
+      auto call = [&](int64_t c, int64_t rows) {
+        QuantWeight qw{type, n, k, w[c].data()};
+        tessera::native::quant_matmul(qw, x.data(), rows, k, y.data(), n, nullptr, nullptr, 0,
+                                      &pool);
+      };
+      for (int64_t c = 0; c < copies; ++c) call(c, 1);  // warm-up
+      std::vector<double> times;
+      const double budget = quick ? 0.1 : 0.4;
+      auto start = Clock::now();
+      for (int64_t it = 0; times.size() < 5 || (seconds_since(start) < budget && times.size() < 2000);
+           ++it) {
+        auto t0 = Clock::now();
+        call(it % copies, 1);
+        times.push_back(seconds_since(t0));
+      }
+      const double dec = median(times);
+
+      // Prefill: compute bound, one copy.
+      call(0, prefill_rows);
+      times.clear();
+      start = Clock::now();
+      while (times.size() < 3 || (seconds_since(start) < budget * 2 && times.size() < 50)) {
+        auto t0 = Clock::now();
+        call(0, prefill_rows);
+        times.push_back(seconds_since(t0));
+        if (quick && times.size() >= 3) break;
+      }
+      const double pre = median(times);
+      Result r{tessera::quant::qtype_name(type), k, n, bytes / dec / 1e9, bytes / dec / 1e9 / bw,
+               dec * 1e6, 2.0 * prefill_rows * k * n / pre / 1e9, pre * 1e3};
+      std::printf("%-5s %5lld %6lld | %9.1f %9.1f %6.0f%% | %9.2f %9.1f\n", r.type.c_str(),
+                  static_cast<long long>(k), static_cast<long long>(n), r.decode_us,
+                  r.decode_gbps, 100 * r.decode_frac, r.prefill_ms, r.prefill_gflops);
+      std::fflush(stdout);
+      results.push_back(r);
+    }
+  }
+  if (!json_path.empty()) {
+    std::ofstream out(json_path);
+    out << "{\n  \"threads\": " << threads << ",\n  \"read_gbps\": " << bw
+        << ",\n  \"loadavg\": [" << load[0] << ", " << load[1] << ", " << load[2]
+        << "],\n  \"path\": \"" << tessera::native::quant_matmul_path(QType::kQ4_0)
+        << "\",\n  \"prefill_rows\": " << prefill_rows << ",\n  \"results\": [\n";
+    for (size_t i = 0; i < results.size(); ++i) {
+      const Result& r = results[i];
+      out << "    {\"type\": \"" << r.type << "\", \"k\": " << r.k << ", \"n\": " << r.n
+          << ", \"decode_us\": " << r.decode_us << ", \"decode_gbps\": " << r.decode_gbps
+          << ", \"decode_fraction_of_bw\": " << r.decode_frac
+          << ", \"prefill_ms\": " << r.prefill_ms << ", \"prefill_gflops\": " << r.prefill_gflops
+          << "}" << (i + 1 < results.size() ? "," : "") << "\n";
+    }
+    out << "  ]\n}\n";
+  }
+  return 0;
+}

@@ -1,0 +1,232 @@
+// quant_matmul: ISA selection, activation quantization and threading, and the scalar kernels
+// (the path of CPUs without AVX2, and the oracle the vector paths are tested against).
+#include "backends/native/quant_matmul.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backends/native/quant_matmul_internal.h"
+
+namespace tessera::native {
+namespace {
+
+using quant::QType;
+using qmm::kActBlock;
+using qmm::Problem;
+
+float fp16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return quant::fp16_to_float(h);
+}
+
+// --- scalar kernels ---
+
+void scalar_quantize_rows(const float* x, int64_t ldx, int64_t r0, int64_t r1, int64_t k,
+                          int8_t* xq, int64_t ldxq, float* xd, int64_t ldxd) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* xr = x + r * ldx;
+    for (int64_t b = 0; b < k / kActBlock; ++b) {
+      float amax = 0;
+      for (int i = 0; i < kActBlock; ++i) amax = std::max(amax, std::fabs(xr[b * kActBlock + i]));
+      const float d = amax / 127.0f;
+      const float id = d != 0.0f ? 1.0f / d : 0.0f;
+      for (int i = 0; i < kActBlock; ++i) {
+        xq[r * ldxq + b * kActBlock + i] =
+            static_cast<int8_t>(std::nearbyint(xr[b * kActBlock + i] * id));
+      }
+      xd[r * ldxd + b] = d;
+    }
+  }
+}
+
+void store(const Problem& p, int64_t t, int64_t j, double s) {
+  if (p.bias) s += p.bias[j];
+  if (p.residual) s += p.residual[t * p.ld_residual + j];
+  p.y[t * p.ldy + j] = static_cast<float>(s);
+}
+
+// Integer dot of one Q8_0 / Q4_0 weight row with one quantized activation row.
+double quant_dot(QType type, const uint8_t* w, const int8_t* xq, const float* xd, int64_t k) {
+  double sum = 0;
+  const int64_t nb = k / 32;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t dot = 0;
+    float dw;
+    const int8_t* a = xq + b * 32;
+    if (type == QType::kQ8_0) {
+      const uint8_t* blk = w + b * sizeof(quant::BlockQ8_0);
+      dw = fp16(blk);
+      for (int i = 0; i < 32; ++i) dot += static_cast<int8_t>(blk[2 + i]) * a[i];
+    } else {
+      const uint8_t* blk = w + b * sizeof(quant::BlockQ4_0);
+      dw = fp16(blk);
+      for (int i = 0; i < 16; ++i) {
+        dot += ((blk[2 + i] & 15) - 8) * a[i];
+        dot += ((blk[2 + i] >> 4) - 8) * a[i + 16];
+      }
+    }
+    sum += static_cast<double>(dw * xd[b]) * dot;
+  }
+  return sum;
+}
+
+void scalar_block(const Problem& p, int64_t j0, int64_t j1) {
+  thread_local std::vector<float> wrow;
+  const bool quantized = qmm::uses_quantized_activations(p.type);
+  for (int64_t j = j0; j < j1; ++j) {
+    const uint8_t* w = p.w + j * p.w_row_bytes;
+    if (quantized) {
+      for (int64_t t = 0; t < p.rows; ++t) {
+        store(p, t, j, quant_dot(p.type, w, p.xq + t * p.ldxq, p.xd + t * p.ldxd, p.k));
+      }
+      continue;
+    }
+    const float* wf = reinterpret_cast<const float*>(w);
+    if (p.type != QType::kF32) {
+      wrow.resize(p.k);
+      quant::dequantize_row(p.type, w, p.k, wrow.data());
+      wf = wrow.data();
+    }
+    for (int64_t t = 0; t < p.rows; ++t) {
+      const float* x = p.x + t * p.ldx;
+      double s = 0;
+      for (int64_t i = 0; i < p.k; ++i) s += static_cast<double>(x[i]) * wf[i];
+      store(p, t, j, s);
+    }
+  }
+}
+
+const qmm::Kernels kScalar = {scalar_quantize_rows, scalar_block};
+
+bool type_supported(QType t) {
+  switch (t) {
+    case QType::kF32: case QType::kF16: case QType::kBF16: case QType::kQ8_0: case QType::kQ4_0:
+    case QType::kQ4_K: case QType::kQ6_K: return true;
+  }
+  return false;
+}
+
+// The ISA quant_matmul_for_isa really runs for a requested one.
+Isa effective_isa(Isa isa) {
+  if (isa == Isa::kAvx512 && !quant_matmul_isa_runs(Isa::kAvx512)) isa = Isa::kAvx2;
+  if (isa == Isa::kAvx2 && !quant_matmul_isa_runs(Isa::kAvx2)) isa = Isa::kScalar;
+  return isa;
+}
+
+const qmm::Kernels& kernels_for(Isa isa) {
+  switch (effective_isa(isa)) {
+    case Isa::kAvx512: return qmm::avx512_qmm_kernels();
+    case Isa::kAvx2: return qmm::avx2_qmm_kernels();
+    case Isa::kScalar: break;
+  }
+  return kScalar;
+}
+
+}  // namespace
+
+namespace qmm {
+const Kernels& scalar_qmm_kernels() { return kScalar; }
+}  // namespace qmm
+
+bool quant_matmul_isa_runs(Isa isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  switch (isa) {
+    case Isa::kScalar: return true;
+    case Isa::kAvx2: return cpu_supports(Isa::kAvx2) && __builtin_cpu_supports("f16c");
+    case Isa::kAvx512:
+      return cpu_supports(Isa::kAvx512) && quant_matmul_isa_runs(Isa::kAvx2) &&
+             __builtin_cpu_supports("avx512vnni");
+  }
+  return false;
+#else
+  return isa == Isa::kScalar;
+#endif
+}
+
+const char* quant_matmul_path(QType) {
+  switch (effective_isa(best_isa())) {
+    case Isa::kAvx512: return "avx512-vnni";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kScalar: break;
+  }
+  return "scalar";
+}
+
+void quant_matmul_for_isa(Isa isa, const QuantWeight& w, const float* x, int64_t rows,
+                          int64_t ldx, float* y, int64_t ldy, const float* bias,
+                          const float* residual, int64_t ld_residual, ThreadPool* pool) {
+  if (!type_supported(w.type)) throw std::invalid_argument("quant_matmul: unsupported weight type");
+  if (w.k % quant::block_elements(w.type) != 0) {
+    throw std::invalid_argument("quant_matmul: k " + std::to_string(w.k) + " is not a multiple of " +
+                                quant::qtype_name(w.type) + "'s block size");
+  }
+  if (rows <= 0 || w.n <= 0) return;
+  const qmm::Kernels& kern = kernels_for(isa);
+  Problem p{};
+  p.type = w.type;
+  p.n = w.n;
+  p.k = w.k;
+  p.rows = rows;
+  p.w = w.data;
+  p.w_row_bytes = quant::row_bytes(w.type, w.k);
+  p.x = x;
+  p.ldx = ldx;
+  p.y = y;
+  p.ldy = ldy;
+  p.bias = bias;
+  p.residual = residual;
+  p.ld_residual = ld_residual;
+  const int threads = pool ? pool->num_threads() : 1;
+
+  // The quantized activations live in the calling thread's buffers for the whole call.
+  thread_local std::vector<int8_t> xq;
+  thread_local std::vector<float> xd;
+  if (qmm::uses_quantized_activations(w.type)) {
+    const int64_t ldxq = (w.k + 63) / 64 * 64, ldxd = w.k / kActBlock;
+    if (static_cast<int64_t>(xq.size()) < rows * ldxq) xq.resize(rows * ldxq);
+    if (static_cast<int64_t>(xd.size()) < rows * ldxd + 1) xd.resize(rows * ldxd + 1);
+    // (Pointers, not the thread_local names: the pool's workers must write this thread's buffers.)
+    int8_t* xq_data = xq.data();
+    float* xd_data = xd.data();
+    p.xq = xq_data;
+    p.ldxq = ldxq;
+    p.xd = xd_data;
+    p.ldxd = ldxd;
+    auto quantize = [&](int64_t r0, int64_t r1) {
+      kern.quantize_rows(x, ldx, r0, r1, w.k, xq_data, ldxq, xd_data, ldxd);
+    };
+    if (threads > 1 && rows * w.k >= (1 << 16)) {
+      pool->parallel_for(rows, std::max<int64_t>(1, (1 << 15) / w.k), quantize);
+    } else {
+      quantize(0, rows);
+    }
+  }
+
+  // Output features in units of 4 (every ISA's tile width divides into them); a chunk gets at
+  // least ~256k multiply-adds so that waking the pool pays.
+  constexpr int64_t kUnit = 4;
+  const int64_t units = (w.n + kUnit - 1) / kUnit;
+  auto run = [&](int64_t u0, int64_t u1) {
+    kern.block(p, u0 * kUnit, std::min(w.n, u1 * kUnit));
+  };
+  if (threads > 1 && units > 1) {
+    const int64_t work = kUnit * w.k * rows;
+    pool->parallel_for(units, std::max<int64_t>(1, (int64_t{1} << 18) / work), run);
+  } else {
+    run(0, units);
+  }
+}
+
+void quant_matmul(const QuantWeight& w, const float* x, int64_t rows, int64_t ldx, float* y,
+                  int64_t ldy, const float* bias, const float* residual, int64_t ld_residual,
+                  ThreadPool* pool) {
+  quant_matmul_for_isa(best_isa(), w, x, rows, ldx, y, ldy, bias, residual, ld_residual, pool);
+}
+
+}  // namespace tessera::native

@@ -1,0 +1,297 @@
+// quant_matmul's AVX-512 kernels (F, DQ, BW, VL, VNNI): register tiles of up to 4 activation rows
+// x 4 weight rows. Q8_0 / Q4_0 take two 32-blocks per zmm and multiply with vpdpbusd (unsigned x
+// signed bytes, so: Q4_0 nibbles are the unsigned side, the -8 offset folded into the accumulator's
+// start value as -8 * sum(a); Q8_0 activations are made unsigned with +128 and the weights' 128 *
+// sum(w) subtracted). Float weights: vcvtph2ps (F16), a 16-bit shift (BF16), fp32 FMA.
+// Everything after the target pragma runs only after quant_matmul_isa_runs(Isa::kAvx512).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "backends/native/quant_matmul_internal.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+namespace tessera::native::qmm {
+namespace {
+
+using quant::QType;
+// One register tile: rows [t0, t0 + R) x output features [j0, j0 + J); w0 is weight row j0 and
+// weight rows lie p.w_row_bytes apart.
+using TileFn = void (*)(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0);
+
+constexpr int kR = 4, kJ = 4;
+// Weight rows per panel: a panel's tiles run over all activation rows before the next panel, so
+// the panel stays in L2 while the activation tiles (L1) sweep over it.
+constexpr int64_t kPanel = 64;
+
+inline void store_out(const Problem& p, int64_t t, int64_t j, float s) {
+  if (p.bias) s += p.bias[j];
+  if (p.residual) s += p.residual[t * p.ld_residual + j];
+  p.y[t * p.ldy + j] = s;
+}
+
+template <int R, int J>
+inline void finish(const Problem& p, __m512 (&acc)[R][J], int64_t t0, int64_t j0) {
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < J; ++j) store_out(p, t0 + r, j0 + j, _mm512_reduce_add_ps(acc[r][j]));
+  }
+}
+
+// --- float weights ---
+
+template <QType T>
+inline __m512 convert_half(__m256i h) {
+  if constexpr (T == QType::kF16) {
+    return _mm512_cvtph_ps(h);
+  } else {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
+template <QType T>
+inline __m512 wload(const uint8_t* row, int64_t i) {
+  if constexpr (T == QType::kF32) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  } else {
+    return convert_half<T>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
+  }
+}
+
+template <QType T>
+inline __m512 wload_n(const uint8_t* row, int64_t i, __mmask16 m) {
+  if constexpr (T == QType::kF32) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + i);
+  } else {
+    return convert_half<T>(_mm256_maskz_loadu_epi16(m, row + 2 * i));
+  }
+}
+
+template <QType T, int R, int J>
+void ftile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
+  const uint8_t* wr[J];
+  for (int j = 0; j < J; ++j) wr[j] = w0 + j * p.w_row_bytes;
+  const float* xr[R];
+  for (int r = 0; r < R; ++r) xr[r] = p.x + (t0 + r) * p.ldx;
+  __m512 acc[R][J];
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < J; ++j) acc[r][j] = _mm512_setzero_ps();
+  }
+  int64_t i = 0;
+  for (; i + 16 <= p.k; i += 16) {
+    __m512 xv[R];
+    for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_ps(xr[r] + i);
+    for (int j = 0; j < J; ++j) {
+      const __m512 wv = wload<T>(wr[j], i);
+      for (int r = 0; r < R; ++r) acc[r][j] = _mm512_fmadd_ps(xv[r], wv, acc[r][j]);
+    }
+  }
+  if (i < p.k) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (p.k - i)) - 1);
+    __m512 xv[R];
+    for (int r = 0; r < R; ++r) xv[r] = _mm512_maskz_loadu_ps(m, xr[r] + i);
+    for (int j = 0; j < J; ++j) {
+      const __m512 wv = wload_n<T>(wr[j], i, m);
+      for (int r = 0; r < R; ++r) acc[r][j] = _mm512_fmadd_ps(xv[r], wv, acc[r][j]);
+    }
+  }
+  finish<R, J>(p, acc, t0, j0);
+}
+
+// --- Q8_0 / Q4_0 weights x quantized activations ---
+
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+
+// Blocks b and (when Two) b + 1 of a weight row: quants in zmm bytes 0-31 / 32-63 (Q4_0 as
+// unsigned nibbles 0..15, in element order), fp32 scales in lanes 0-7 / 8-15 (0 for a missing
+// second block).
+template <QType T, bool Two>
+inline void wq_load(const uint8_t* row, int64_t b, __m512i& q, __m512& d) {
+  uint16_t h1 = 0;
+  if constexpr (T == QType::kQ8_0) {
+    const uint8_t* p0 = row + b * int64_t{sizeof(quant::BlockQ8_0)};
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0 + 2));
+    if constexpr (Two) {
+      h1 = load_u16(p0 + 34);
+      q = _mm512_inserti64x4(_mm512_castsi256_si512(lo),
+                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0 + 36)), 1);
+    } else {
+      q = _mm512_zextsi256_si512(lo);
+    }
+    d = _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16(static_cast<short>(h1)),
+                                         _mm_set1_epi16(static_cast<short>(load_u16(p0)))));
+  } else {
+    const uint8_t* p0 = row + b * int64_t{sizeof(quant::BlockQ4_0)};
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + 2));
+    __m128i hi = _mm_setzero_si128();
+    if constexpr (Two) {
+      h1 = load_u16(p0 + 18);
+      hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + 20));
+    }
+    // 128-bit lanes: block b's bytes twice, then block b + 1's twice; the second copy of each
+    // shifted by 4, so that after the mask the lanes hold low nibbles (elements 0-15) then high
+    // nibbles (elements 16-31).
+    __m512i z = _mm512_permutexvar_epi64(_mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0),
+                                         _mm512_castsi256_si512(_mm256_set_m128i(hi, lo)));
+    z = _mm512_srlv_epi64(z, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0));
+    q = _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
+    d = _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16(static_cast<short>(h1)),
+                                         _mm_set1_epi16(static_cast<short>(load_u16(p0)))));
+  }
+}
+
+template <QType T, int R, int J>
+void qtile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
+  const int64_t nb = p.k / kActBlock;
+  const uint8_t* wr[J];
+  for (int j = 0; j < J; ++j) wr[j] = w0 + j * p.w_row_bytes;
+  const int8_t* xq[R];
+  const float* xd[R];
+  for (int r = 0; r < R; ++r) {
+    xq[r] = p.xq + (t0 + r) * p.ldxq;
+    xd[r] = p.xd + (t0 + r) * p.ldxd;
+  }
+  __m512 acc[R][J];
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < J; ++j) acc[r][j] = _mm512_setzero_ps();
+  }
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i scale_index = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+
+  auto step = [&]<bool Two>(int64_t b) {
+    __m512i wq[J], wc[J];
+    __m512 wd[J];
+    for (int j = 0; j < J; ++j) wq_load<T, Two>(wr[j], b, wq[j], wd[j]);
+    if constexpr (T == QType::kQ8_0) {
+      // -128 * (partial sums of w), the start value that undoes the activations' +128.
+      for (int j = 0; j < J; ++j) {
+        wc[j] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, _mm512_set1_epi8(-128), wq[j]));
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m512i a =
+          Two ? _mm512_loadu_si512(xq[r] + b * kActBlock)
+              : _mm512_zextsi256_si512(
+                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[r] + b * kActBlock)));
+      const __m128 d2 =
+          Two ? _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(xd[r] + b)))
+              : _mm_load_ss(xd[r] + b);
+      const __m512 da = _mm512_permutexvar_ps(scale_index, _mm512_castps128_ps512(d2));
+      if constexpr (T == QType::kQ4_0) {
+        const __m512i start =
+            _mm512_dpbusd_epi32(zero, _mm512_set1_epi8(8), _mm512_sub_epi8(zero, a));
+        for (int j = 0; j < J; ++j) {
+          const __m512i dot = _mm512_dpbusd_epi32(start, wq[j], a);
+          acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(da, wd[j]), acc[r][j]);
+        }
+      } else {
+        const __m512i au = _mm512_xor_si512(a, _mm512_set1_epi8(-128));
+        for (int j = 0; j < J; ++j) {
+          const __m512i dot = _mm512_dpbusd_epi32(wc[j], au, wq[j]);
+          acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(da, wd[j]), acc[r][j]);
+        }
+      }
+    }
+  };
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) step.template operator()<true>(b);
+  if (b < nb) step.template operator()<false>(b);
+  finish<R, J>(p, acc, t0, j0);
+}
+
+#define QMM_ROW(F, T, R) {&F<T, R, 1>, &F<T, R, 2>, &F<T, R, 3>, &F<T, R, 4>}
+#define QMM_TABLE(F, T) {QMM_ROW(F, T, 1), QMM_ROW(F, T, 2), QMM_ROW(F, T, 3), QMM_ROW(F, T, 4)}
+constexpr TileFn kF32Tiles[kR][kJ] = QMM_TABLE(ftile, QType::kF32);
+constexpr TileFn kF16Tiles[kR][kJ] = QMM_TABLE(ftile, QType::kF16);
+constexpr TileFn kBF16Tiles[kR][kJ] = QMM_TABLE(ftile, QType::kBF16);
+constexpr TileFn kQ8Tiles[kR][kJ] = QMM_TABLE(qtile, QType::kQ8_0);
+constexpr TileFn kQ4Tiles[kR][kJ] = QMM_TABLE(qtile, QType::kQ4_0);
+#undef QMM_TABLE
+#undef QMM_ROW
+
+// Output features [jp, je) (at most a panel) whose weight row jp is at wp, over all rows.
+void run_panel(const Problem& p, const TileFn (&fns)[kR][kJ], const uint8_t* wp, int64_t jp,
+               int64_t je) {
+  for (int64_t t = 0; t < p.rows; t += kR) {
+    const int64_t rn = std::min<int64_t>(kR, p.rows - t);
+    for (int64_t j = jp; j < je; j += kJ) {
+      const int64_t jn = std::min<int64_t>(kJ, je - j);
+      fns[rn - 1][jn - 1](p, wp + (j - jp) * p.w_row_bytes, t, j);
+    }
+  }
+}
+
+void run(const Problem& p, const TileFn (&fns)[kR][kJ], int64_t j0, int64_t j1) {
+  for (int64_t jp = j0; jp < j1; jp += kPanel) {
+    run_panel(p, fns, p.w + jp * p.w_row_bytes, jp, std::min(j1, jp + kPanel));
+  }
+}
+
+// K-quants: each panel dequantized to fp32 (reference code), then the F32 tiles.
+void run_kquant(const Problem& p, int64_t j0, int64_t j1) {
+  thread_local std::vector<float> panel;
+  panel.resize(kPanel * p.k);
+  Problem q = p;
+  q.type = QType::kF32;
+  q.w_row_bytes = p.k * int64_t{sizeof(float)};
+  for (int64_t jp = j0; jp < j1; jp += kPanel) {
+    const int64_t je = std::min(j1, jp + kPanel);
+    for (int64_t j = jp; j < je; ++j) {
+      quant::dequantize_row(p.type, p.w + j * p.w_row_bytes, p.k, panel.data() + (j - jp) * p.k);
+    }
+    run_panel(q, kF32Tiles, reinterpret_cast<const uint8_t*>(panel.data()), jp, je);
+  }
+}
+
+void block(const Problem& p, int64_t j0, int64_t j1) {
+  switch (p.type) {
+    case QType::kF32: run(p, kF32Tiles, j0, j1); return;
+    case QType::kF16: run(p, kF16Tiles, j0, j1); return;
+    case QType::kBF16: run(p, kBF16Tiles, j0, j1); return;
+    case QType::kQ8_0: run(p, kQ8Tiles, j0, j1); return;
+    case QType::kQ4_0: run(p, kQ4Tiles, j0, j1); return;
+    case QType::kQ4_K: case QType::kQ6_K: run_kquant(p, j0, j1); return;
+  }
+}
+
+void quantize_rows(const float* x, int64_t ldx, int64_t r0, int64_t r1, int64_t k, int8_t* xq,
+                   int64_t ldxq, float* xd, int64_t ldxd) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* xr = x + r * ldx;
+    for (int64_t b = 0; b < k / kActBlock; ++b) {
+      const __m512 v0 = _mm512_loadu_ps(xr + b * kActBlock);
+      const __m512 v1 = _mm512_loadu_ps(xr + b * kActBlock + 16);
+      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+      const float d = amax / 127.0f;
+      const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+      int8_t* q = xq + r * ldxq + b * kActBlock;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q),
+                       _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, id))));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16),
+                       _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, id))));
+      xd[r * ldxd + b] = d;
+    }
+  }
+}
+
+const Kernels kAvx512 = {quantize_rows, block};
+
+}  // namespace
+
+const Kernels& avx512_qmm_kernels() { return kAvx512; }
+
+}  // namespace tessera::native::qmm
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options

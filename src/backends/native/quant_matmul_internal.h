@@ -1,0 +1,53 @@
+// Internal to quant_matmul*.cc: the problem description every ISA's kernels receive and their
+// table. Nothing here is compiled for an ISA (no inline code), so it is safe to share.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/quant_formats.h"
+
+namespace tessera::native::qmm {
+
+// Activations quantized to 32-blocks: row t holds k int8 at xq + t * ldxq and k / 32 fp32 scales
+// at xd + t * ldxd; x[i] ~= xd[i / 32] * xq[i]. Produced by Kernels::quantize_rows, identically
+// (bit for bit) on every ISA: d = amax / 127, q = nearest-even(x * (1 / d)).
+constexpr int kActBlock = 32;
+
+struct Problem {
+  quant::QType type;
+  int64_t n, k, rows;
+  const uint8_t* w;     // row j at w + j * w_row_bytes
+  int64_t w_row_bytes;
+  const float* x;       // float activations (float and K-quant weights)
+  int64_t ldx;
+  const int8_t* xq;     // quantized activations (Q8_0 / Q4_0 weights)
+  int64_t ldxq;
+  const float* xd;
+  int64_t ldxd;
+  float* y;
+  int64_t ldy;
+  const float* bias;
+  const float* residual;
+  int64_t ld_residual;
+};
+
+struct Kernels {
+  // Quantizes rows [r0, r1) of x (k a multiple of 32) into xq / xd with the layout above.
+  void (*quantize_rows)(const float* x, int64_t ldx, int64_t r0, int64_t r1, int64_t k, int8_t* xq,
+                        int64_t ldxq, float* xd, int64_t ldxd);
+  // Computes y for all rows and output features [j0, j1).
+  void (*block)(const Problem& p, int64_t j0, int64_t j1);
+};
+
+const Kernels& scalar_qmm_kernels();
+const Kernels& avx2_qmm_kernels();    // only where the CPU has AVX2, FMA and F16C
+const Kernels& avx512_qmm_kernels();  // only where it has AVX-512 F/DQ/BW/VL and VNNI
+
+inline bool uses_quantized_activations(quant::QType t) {
+  return t == quant::QType::kQ8_0 || t == quant::QType::kQ4_0;
+}
+inline bool is_kquant(quant::QType t) {
+  return t == quant::QType::kQ4_K || t == quant::QType::kQ6_K;
+}
+
+}  // namespace tessera::native::qmm
