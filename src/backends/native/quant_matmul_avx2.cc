@@ -19,6 +19,8 @@ namespace tessera::native::qmm {
 namespace {
 
 using quant::QType;
+// The tile loops over R / J must unroll for the accumulators to live in registers.
+#define QMM_UNROLL _Pragma("GCC unroll 8")
 using TileFn = void (*)(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0);
 
 constexpr int kR = 2, kJ = 4;
@@ -73,24 +75,24 @@ inline float wscalar(const uint8_t* row, int64_t i) {
 template <QType T, int R, int J>
 void ftile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
   const uint8_t* wr[J];
-  for (int j = 0; j < J; ++j) wr[j] = w0 + j * p.w_row_bytes;
+  QMM_UNROLL for (int j = 0; j < J; ++j) wr[j] = w0 + j * p.w_row_bytes;
   const float* xr[R];
-  for (int r = 0; r < R; ++r) xr[r] = p.x + (t0 + r) * p.ldx;
+  QMM_UNROLL for (int r = 0; r < R; ++r) xr[r] = p.x + (t0 + r) * p.ldx;
   __m256 acc[R][J];
-  for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < J; ++j) acc[r][j] = _mm256_setzero_ps();
+  QMM_UNROLL for (int r = 0; r < R; ++r) {
+    QMM_UNROLL for (int j = 0; j < J; ++j) acc[r][j] = _mm256_setzero_ps();
   }
   int64_t i = 0;
   for (; i + 8 <= p.k; i += 8) {
     __m256 xv[R];
-    for (int r = 0; r < R; ++r) xv[r] = _mm256_loadu_ps(xr[r] + i);
-    for (int j = 0; j < J; ++j) {
+    QMM_UNROLL for (int r = 0; r < R; ++r) xv[r] = _mm256_loadu_ps(xr[r] + i);
+    QMM_UNROLL for (int j = 0; j < J; ++j) {
       const __m256 wv = wload<T>(wr[j], i);
-      for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(xv[r], wv, acc[r][j]);
+      QMM_UNROLL for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(xv[r], wv, acc[r][j]);
     }
   }
-  for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < J; ++j) {
+  QMM_UNROLL for (int r = 0; r < R; ++r) {
+    QMM_UNROLL for (int j = 0; j < J; ++j) {
       float s = hsum(acc[r][j]);
       for (int64_t e = i; e < p.k; ++e) s += xr[r][e] * wscalar<T>(wr[j], e);
       store_out(p, t0 + r, j0 + j, s);
@@ -104,27 +106,27 @@ template <QType T, int R, int J>
 void qtile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
   const int64_t nb = p.k / kActBlock;
   const uint8_t* wr[J];
-  for (int j = 0; j < J; ++j) wr[j] = w0 + j * p.w_row_bytes;
+  QMM_UNROLL for (int j = 0; j < J; ++j) wr[j] = w0 + j * p.w_row_bytes;
   const int8_t* xq[R];
   const float* xd[R];
-  for (int r = 0; r < R; ++r) {
+  QMM_UNROLL for (int r = 0; r < R; ++r) {
     xq[r] = p.xq + (t0 + r) * p.ldxq;
     xd[r] = p.xd + (t0 + r) * p.ldxd;
   }
   __m256 acc[R][J];
-  for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < J; ++j) acc[r][j] = _mm256_setzero_ps();
+  QMM_UNROLL for (int r = 0; r < R; ++r) {
+    QMM_UNROLL for (int j = 0; j < J; ++j) acc[r][j] = _mm256_setzero_ps();
   }
   const __m256i ones16 = _mm256_set1_epi16(1);
   for (int64_t b = 0; b < nb; ++b) {
     __m256i a[R], start[R];
     float da[R];
-    for (int r = 0; r < R; ++r) {
+    QMM_UNROLL for (int r = 0; r < R; ++r) {
       a[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[r] + b * kActBlock));
       da[r] = xd[r][b];
       if constexpr (T == QType::kQ4_0) start[r] = _mm256_maddubs_epi16(_mm256_set1_epi8(8), a[r]);
     }
-    for (int j = 0; j < J; ++j) {
+    QMM_UNROLL for (int j = 0; j < J; ++j) {
       __m256i dot16[R];
       float dw;
       if constexpr (T == QType::kQ4_0) {
@@ -134,7 +136,7 @@ void qtile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
         const __m128i m = _mm_set1_epi8(0x0F);
         const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m),
                                            _mm_and_si128(x, m));
-        for (int r = 0; r < R; ++r) {
+        QMM_UNROLL for (int r = 0; r < R; ++r) {
           dot16[r] = _mm256_sub_epi16(_mm256_maddubs_epi16(q, a[r]), start[r]);
         }
       } else {
@@ -142,18 +144,18 @@ void qtile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
         dw = _cvtsh_ss(load_u16(p0));
         const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0 + 2));
         const __m256i wabs = _mm256_abs_epi8(w);
-        for (int r = 0; r < R; ++r) {
+        QMM_UNROLL for (int r = 0; r < R; ++r) {
           dot16[r] = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(a[r], w));
         }
       }
-      for (int r = 0; r < R; ++r) {
+      QMM_UNROLL for (int r = 0; r < R; ++r) {
         const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(dot16[r], ones16));
         acc[r][j] = _mm256_fmadd_ps(dot, _mm256_set1_ps(da[r] * dw), acc[r][j]);
       }
     }
   }
-  for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < J; ++j) store_out(p, t0 + r, j0 + j, hsum(acc[r][j]));
+  QMM_UNROLL for (int r = 0; r < R; ++r) {
+    QMM_UNROLL for (int j = 0; j < J; ++j) store_out(p, t0 + r, j0 + j, hsum(acc[r][j]));
   }
 }
 
@@ -218,7 +220,7 @@ void quantize_rows(const float* x, int64_t ldx, int64_t r0, int64_t r1, int64_t 
     const float* xr = x + r * ldx;
     for (int64_t b = 0; b < k / kActBlock; ++b) {
       __m256 v[4];
-      for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(xr + b * kActBlock + 8 * i);
+      QMM_UNROLL for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(xr + b * kActBlock + 8 * i);
       __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], abs_mask), _mm256_and_ps(v[1], abs_mask)),
                                _mm256_max_ps(_mm256_and_ps(v[2], abs_mask), _mm256_and_ps(v[3], abs_mask)));
       __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
@@ -227,7 +229,7 @@ void quantize_rows(const float* x, int64_t ldx, int64_t r0, int64_t r1, int64_t 
       const float d = _mm_cvtss_f32(m4) / 127.0f;
       const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
       __m256i q[4];
-      for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
+      QMM_UNROLL for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
       const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
                                                 _mm256_packs_epi32(q[2], q[3]));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(xq + r * ldxq + b * kActBlock),
@@ -238,6 +240,8 @@ void quantize_rows(const float* x, int64_t ldx, int64_t r0, int64_t r1, int64_t 
 }
 
 const Kernels kAvx2 = {quantize_rows, block};
+
+#undef QMM_UNROLL
 
 }  // namespace
 

@@ -23,6 +23,8 @@ namespace tessera::native::qmm {
 namespace {
 
 using quant::QType;
+// The tile loops over R / J must unroll for the accumulators to live in registers.
+#define QMM_UNROLL _Pragma("GCC unroll 8")
 // One register tile: rows [t0, t0 + R) x output features [j0, j0 + J); w0 is weight row j0 and
 // weight rows lie p.w_row_bytes apart.
 using TileFn = void (*)(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0);
@@ -40,8 +42,8 @@ inline void store_out(const Problem& p, int64_t t, int64_t j, float s) {
 
 template <int R, int J>
 inline void finish(const Problem& p, __m512 (&acc)[R][J], int64_t t0, int64_t j0) {
-  for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < J; ++j) store_out(p, t0 + r, j0 + j, _mm512_reduce_add_ps(acc[r][j]));
+  QMM_UNROLL for (int r = 0; r < R; ++r) {
+    QMM_UNROLL for (int j = 0; j < J; ++j) store_out(p, t0 + r, j0 + j, _mm512_reduce_add_ps(acc[r][j]));
   }
 }
 
@@ -77,29 +79,29 @@ inline __m512 wload_n(const uint8_t* row, int64_t i, __mmask16 m) {
 template <QType T, int R, int J>
 void ftile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
   const uint8_t* wr[J];
-  for (int j = 0; j < J; ++j) wr[j] = w0 + j * p.w_row_bytes;
+  QMM_UNROLL for (int j = 0; j < J; ++j) wr[j] = w0 + j * p.w_row_bytes;
   const float* xr[R];
-  for (int r = 0; r < R; ++r) xr[r] = p.x + (t0 + r) * p.ldx;
+  QMM_UNROLL for (int r = 0; r < R; ++r) xr[r] = p.x + (t0 + r) * p.ldx;
   __m512 acc[R][J];
-  for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < J; ++j) acc[r][j] = _mm512_setzero_ps();
+  QMM_UNROLL for (int r = 0; r < R; ++r) {
+    QMM_UNROLL for (int j = 0; j < J; ++j) acc[r][j] = _mm512_setzero_ps();
   }
   int64_t i = 0;
   for (; i + 16 <= p.k; i += 16) {
     __m512 xv[R];
-    for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_ps(xr[r] + i);
-    for (int j = 0; j < J; ++j) {
+    QMM_UNROLL for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_ps(xr[r] + i);
+    QMM_UNROLL for (int j = 0; j < J; ++j) {
       const __m512 wv = wload<T>(wr[j], i);
-      for (int r = 0; r < R; ++r) acc[r][j] = _mm512_fmadd_ps(xv[r], wv, acc[r][j]);
+      QMM_UNROLL for (int r = 0; r < R; ++r) acc[r][j] = _mm512_fmadd_ps(xv[r], wv, acc[r][j]);
     }
   }
   if (i < p.k) {
     const __mmask16 m = static_cast<__mmask16>((1u << (p.k - i)) - 1);
     __m512 xv[R];
-    for (int r = 0; r < R; ++r) xv[r] = _mm512_maskz_loadu_ps(m, xr[r] + i);
-    for (int j = 0; j < J; ++j) {
+    QMM_UNROLL for (int r = 0; r < R; ++r) xv[r] = _mm512_maskz_loadu_ps(m, xr[r] + i);
+    QMM_UNROLL for (int j = 0; j < J; ++j) {
       const __m512 wv = wload_n<T>(wr[j], i, m);
-      for (int r = 0; r < R; ++r) acc[r][j] = _mm512_fmadd_ps(xv[r], wv, acc[r][j]);
+      QMM_UNROLL for (int r = 0; r < R; ++r) acc[r][j] = _mm512_fmadd_ps(xv[r], wv, acc[r][j]);
     }
   }
   finish<R, J>(p, acc, t0, j0);
@@ -155,16 +157,16 @@ template <QType T, int R, int J>
 void qtile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
   const int64_t nb = p.k / kActBlock;
   const uint8_t* wr[J];
-  for (int j = 0; j < J; ++j) wr[j] = w0 + j * p.w_row_bytes;
+  QMM_UNROLL for (int j = 0; j < J; ++j) wr[j] = w0 + j * p.w_row_bytes;
   const int8_t* xq[R];
   const float* xd[R];
-  for (int r = 0; r < R; ++r) {
+  QMM_UNROLL for (int r = 0; r < R; ++r) {
     xq[r] = p.xq + (t0 + r) * p.ldxq;
     xd[r] = p.xd + (t0 + r) * p.ldxd;
   }
   __m512 acc[R][J];
-  for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < J; ++j) acc[r][j] = _mm512_setzero_ps();
+  QMM_UNROLL for (int r = 0; r < R; ++r) {
+    QMM_UNROLL for (int j = 0; j < J; ++j) acc[r][j] = _mm512_setzero_ps();
   }
   const __m512i zero = _mm512_setzero_si512();
   const __m512i scale_index = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
@@ -172,14 +174,14 @@ void qtile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
   auto step = [&]<bool Two>(int64_t b) {
     __m512i wq[J], wc[J];
     __m512 wd[J];
-    for (int j = 0; j < J; ++j) wq_load<T, Two>(wr[j], b, wq[j], wd[j]);
+    QMM_UNROLL for (int j = 0; j < J; ++j) wq_load<T, Two>(wr[j], b, wq[j], wd[j]);
     if constexpr (T == QType::kQ8_0) {
       // -128 * (partial sums of w), the start value that undoes the activations' +128.
-      for (int j = 0; j < J; ++j) {
+      QMM_UNROLL for (int j = 0; j < J; ++j) {
         wc[j] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, _mm512_set1_epi8(-128), wq[j]));
       }
     }
-    for (int r = 0; r < R; ++r) {
+    QMM_UNROLL for (int r = 0; r < R; ++r) {
       const __m512i a =
           Two ? _mm512_loadu_si512(xq[r] + b * kActBlock)
               : _mm512_zextsi256_si512(
@@ -191,13 +193,13 @@ void qtile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
       if constexpr (T == QType::kQ4_0) {
         const __m512i start =
             _mm512_dpbusd_epi32(zero, _mm512_set1_epi8(8), _mm512_sub_epi8(zero, a));
-        for (int j = 0; j < J; ++j) {
+        QMM_UNROLL for (int j = 0; j < J; ++j) {
           const __m512i dot = _mm512_dpbusd_epi32(start, wq[j], a);
           acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(da, wd[j]), acc[r][j]);
         }
       } else {
         const __m512i au = _mm512_xor_si512(a, _mm512_set1_epi8(-128));
-        for (int j = 0; j < J; ++j) {
+        QMM_UNROLL for (int j = 0; j < J; ++j) {
           const __m512i dot = _mm512_dpbusd_epi32(wc[j], au, wq[j]);
           acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(da, wd[j]), acc[r][j]);
         }
@@ -286,6 +288,8 @@ void quantize_rows(const float* x, int64_t ldx, int64_t r0, int64_t r1, int64_t 
 }
 
 const Kernels kAvx512 = {quantize_rows, block};
+
+#undef QMM_UNROLL
 
 }  // namespace
 
