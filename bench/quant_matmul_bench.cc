@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -27,6 +28,14 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// CPU seconds of the whole process (all threads): with a loaded machine, flops per CPU second x
+// threads estimates what the threads would do with their cores to themselves.
+double process_cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
 double median(std::vector<double> v) {
@@ -69,7 +78,7 @@ double measure_read_gbps(int threads) {
 struct Result {
   std::string type;
   int64_t k, n;
-  double decode_gbps, decode_frac, decode_us, prefill_gflops, prefill_ms;
+  double decode_gbps, decode_frac, decode_us, prefill_gflops, prefill_ms, prefill_gflops_cpu;
 };
 
 }  // namespace
@@ -121,8 +130,8 @@ int main(int argc, char** argv) {
   std::vector<float> x(prefill_rows * 5632);
   for (float& v : x) v = normal(g);
   std::vector<Result> results;
-  std::printf("%-5s %5s %6s | %9s %9s %7s | %9s %9s\n", "type", "k", "n", "decode_us", "GB/s",
-              "of_bw", "prefill_ms", "GFLOP/s");
+  std::printf("%-5s %5s %6s | %9s %9s %7s | %9s %9s %12s\n", "type", "k", "n", "decode_us",
+              "GB/s", "of_bw", "prefill_ms", "GFLOP/s", "GFLOP/cpu-s*T");
   for (QType type : types) {
     for (const auto& s : shapes) {
       const int64_t k = s[0], n = s[1];
@@ -161,19 +170,24 @@ int main(int argc, char** argv) {
       // Prefill: compute bound, one copy.
       call(0, prefill_rows);
       times.clear();
+      std::vector<double> cpu_times;
       start = Clock::now();
       while (times.size() < 3 || (seconds_since(start) < budget * 2 && times.size() < 50)) {
         auto t0 = Clock::now();
+        const double c0 = process_cpu_seconds();
         call(0, prefill_rows);
         times.push_back(seconds_since(t0));
+        cpu_times.push_back(process_cpu_seconds() - c0);
         if (quick && times.size() >= 3) break;
       }
       const double pre = median(times);
       Result r{tessera::quant::qtype_name(type), k, n, bytes / dec / 1e9, bytes / dec / 1e9 / bw,
-               dec * 1e6, 2.0 * prefill_rows * k * n / pre / 1e9, pre * 1e3};
-      std::printf("%-5s %5lld %6lld | %9.1f %9.1f %6.0f%% | %9.2f %9.1f\n", r.type.c_str(),
+               dec * 1e6, 2.0 * prefill_rows * k * n / pre / 1e9, pre * 1e3,
+               2.0 * prefill_rows * k * n / (median(cpu_times) / threads) / 1e9};
+      std::printf("%-5s %5lld %6lld | %9.1f %9.1f %6.0f%% | %9.2f %9.1f %12.1f\n", r.type.c_str(),
                   static_cast<long long>(k), static_cast<long long>(n), r.decode_us,
-                  r.decode_gbps, 100 * r.decode_frac, r.prefill_ms, r.prefill_gflops);
+                  r.decode_gbps, 100 * r.decode_frac, r.prefill_ms, r.prefill_gflops,
+                  r.prefill_gflops_cpu);
       std::fflush(stdout);
       results.push_back(r);
     }
@@ -190,6 +204,7 @@ int main(int argc, char** argv) {
           << ", \"decode_us\": " << r.decode_us << ", \"decode_gbps\": " << r.decode_gbps
           << ", \"decode_fraction_of_bw\": " << r.decode_frac
           << ", \"prefill_ms\": " << r.prefill_ms << ", \"prefill_gflops\": " << r.prefill_gflops
+          << ", \"prefill_gflops_per_cpu_second_x_threads\": " << r.prefill_gflops_cpu
           << "}" << (i + 1 < results.size() ? "," : "") << "\n";
     }
     out << "  ]\n}\n";
