@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <unordered_map>
 
 #include "llm/bpe_byte_level.h"
 #include "llm/unicode_text.h"
@@ -388,6 +389,37 @@ TEST(TokenizerLlama, MatchesLlamaTokenizerJsAndRoundTrips) {
     EXPECT_EQ(with_bos[0], 1);
     EXPECT_EQ(Ids(with_bos.begin() + 1, with_bos.end()), ids);
     EXPECT_EQ(t->decode(with_bos), texts[i]) << "text " << i;
+  }
+}
+
+// The score-based path (what GGUF files carry: scores, no merges) on the real vocabulary: scores
+// derived from the package's merge order (a token scores minus the rank of the first merge that
+// makes it) give the same ids as the package's merge-based encoder.
+TEST(TokenizerLlama, ScoreBasedMergingMatchesLlamaTokenizerJs) {
+  if (!reference_available("llama-tokenizer-js") || !std::filesystem::exists(kLlamaExport)) {
+    GTEST_SKIP() << "llama-tokenizer-js or its vocabulary export is missing; run `make models`";
+  }
+  auto vocab = load_llama_vocab_export(kLlamaExport);
+  ASSERT_TRUE(vocab.ok()) << vocab.status().to_string();
+  std::unordered_map<std::string, int32_t> ids;
+  for (size_t id = 0; id < vocab->tokens.size(); ++id) ids.emplace(vocab->tokens[id], id);
+  vocab->scores.assign(vocab->tokens.size(), -1e9f);
+  std::vector<bool> scored(vocab->tokens.size(), false);
+  for (size_t rank = 0; rank < vocab->merges.size(); ++rank) {
+    std::string merged = vocab->merges[rank];
+    merged.erase(merged.find(' '), 1);
+    const int32_t id = ids.at(merged);
+    if (!scored[id]) vocab->scores[id] = -static_cast<float>(rank), scored[id] = true;
+  }
+  vocab->merges.clear();
+  auto t = make(std::move(vocab).value());
+  ASSERT_TRUE(t);
+  const std::vector<std::string> texts = corpus();
+  const std::vector<Ids> expected = reference_encodings("llama", texts);
+  ASSERT_EQ(expected.size(), texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    EXPECT_EQ(t->encode(texts[i], /*add_special=*/false), expected[i])
+        << "text " << i << ": " << texts[i];
   }
 }
 
