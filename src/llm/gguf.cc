@@ -211,43 +211,43 @@ Status GgufFile::Parser::read_scalar(GgufType t, GgufValue* v, const std::string
   };
   switch (t) {
     case GgufType::kUint8: {
-      uint8_t x;
+      uint8_t x = 0;
       TESSERA_RETURN_IF_ERROR(read(&x, what));
       set_int(x);
       return Status();
     }
     case GgufType::kInt8: {
-      int8_t x;
+      int8_t x = 0;
       TESSERA_RETURN_IF_ERROR(read(&x, what));
       set_int(x);
       return Status();
     }
     case GgufType::kUint16: {
-      uint16_t x;
+      uint16_t x = 0;
       TESSERA_RETURN_IF_ERROR(read(&x, what));
       set_int(x);
       return Status();
     }
     case GgufType::kInt16: {
-      int16_t x;
+      int16_t x = 0;
       TESSERA_RETURN_IF_ERROR(read(&x, what));
       set_int(x);
       return Status();
     }
     case GgufType::kUint32: {
-      uint32_t x;
+      uint32_t x = 0;
       TESSERA_RETURN_IF_ERROR(read(&x, what));
       set_int(x);
       return Status();
     }
     case GgufType::kInt32: {
-      int32_t x;
+      int32_t x = 0;
       TESSERA_RETURN_IF_ERROR(read(&x, what));
       set_int(x);
       return Status();
     }
     case GgufType::kUint64: {
-      uint64_t x;
+      uint64_t x = 0;
       TESSERA_RETURN_IF_ERROR(read(&x, what));
       v->u = x;
       v->i = static_cast<int64_t>(x);
@@ -255,26 +255,26 @@ Status GgufFile::Parser::read_scalar(GgufType t, GgufValue* v, const std::string
       return Status();
     }
     case GgufType::kInt64: {
-      int64_t x;
+      int64_t x = 0;
       TESSERA_RETURN_IF_ERROR(read(&x, what));
       set_int(x);
       return Status();
     }
     case GgufType::kBool: {
-      uint8_t x;
+      uint8_t x = 0;
       TESSERA_RETURN_IF_ERROR(read(&x, what));
       v->b = x != 0;
       set_int(v->b ? 1 : 0);
       return Status();
     }
     case GgufType::kFloat32: {
-      float x;
+      float x = 0;
       TESSERA_RETURN_IF_ERROR(read(&x, what));
       v->f = x;
       return Status();
     }
     case GgufType::kFloat64: {
-      double x;
+      double x = 0;
       TESSERA_RETURN_IF_ERROR(read(&x, what));
       v->f = x;
       return Status();

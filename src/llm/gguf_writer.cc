@@ -10,15 +10,22 @@ namespace tessera::llm {
 
 namespace {
 
+// resize + memcpy rather than insert: GCC 12 warns falsely (-Wstringop-overflow) on the insert.
+void append_bytes(std::vector<uint8_t>* out, const void* p, size_t n) {
+  if (n == 0) return;
+  const size_t at = out->size();
+  out->resize(at + n);
+  std::memcpy(out->data() + at, p, n);
+}
+
 template <typename T>
 void append(std::vector<uint8_t>* out, const T& v) {
-  const auto* p = reinterpret_cast<const uint8_t*>(&v);
-  out->insert(out->end(), p, p + sizeof(T));
+  append_bytes(out, &v, sizeof(T));
 }
 
 void append_string(std::vector<uint8_t>* out, const std::string& s) {
   append(out, static_cast<uint64_t>(s.size()));
-  out->insert(out->end(), s.begin(), s.end());
+  append_bytes(out, s.data(), s.size());
 }
 
 template <typename T>
@@ -187,14 +194,14 @@ Status GgufWriter::write(const std::string& path) const {
     OutputFile out(tmp);
     if (!out.is_open()) return io_error(tmp + ": cannot create: " + std::strerror(errno));
     std::vector<uint8_t> head;
-    head.insert(head.end(), {'G', 'G', 'U', 'F'});
+    append_bytes(&head, "GGUF", 4);
     append(&head, uint32_t{3});
     append(&head, static_cast<uint64_t>(tensors_.size()));
     append(&head, static_cast<uint64_t>(metadata_.size()));
     for (const Metadata& m : metadata_) {
       append_string(&head, m.key);
       append(&head, static_cast<uint32_t>(m.type));
-      head.insert(head.end(), m.value.begin(), m.value.end());
+      append_bytes(&head, m.value.data(), m.value.size());
     }
     for (size_t i = 0; i < tensors_.size(); ++i) {
       const Tensor& t = tensors_[i];
