@@ -101,6 +101,7 @@ class Tokenizer {
 // Streams text while tokens arrive: feed ids one by one, get back only complete UTF-8 (holds
 // partial sequences until completed). Invalid bytes are passed through once they cannot become
 // valid. For llama, the space before the first piece is kept (generated text follows a prompt).
+// The tokenizer must outlive the decoder; one decoder per stream (not thread-safe).
 class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
