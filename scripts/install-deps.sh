@@ -9,7 +9,8 @@ packages=(
   protobuf-compiler libprotobuf-dev libonnx-dev libonnx-testdata
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev
-  libdnnl-dev libopenblas-dev libxnnpack-dev libpthreadpool-dev libsqlite3-dev graphviz
+  # oneDNN's CMake config looks for OpenCL (a Recommends of libdnnl-dev, skipped by --no-install-recommends)
+  libdnnl-dev ocl-icd-opencl-dev libopenblas-dev libxnnpack-dev libpthreadpool-dev libsqlite3-dev graphviz
   nodejs npm
 )
 

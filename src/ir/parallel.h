@@ -1,6 +1,11 @@
 // One thread pool for kernels: parallel_for over an index range, blocking until done.
+//
+// Idle workers spin for a short while (~50 us) before they sleep, and so does the caller while
+// it waits for them: a decode step runs hundreds of short parallel loops back to back, and a
+// futex wake-up per loop would cost as much as the loop.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -33,9 +38,9 @@ class ThreadPool {
   std::condition_variable work_cv_, done_cv_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0, job_chunk_ = 0;
-  int64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<int64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
   bool busy_ = false;
 };
 

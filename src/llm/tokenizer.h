@@ -123,5 +123,9 @@ Result<TokenizerVocab> load_hf_tokenizer_json(const std::string& tokenizer_json_
 // The file scripts/llama_vocab_export.mjs writes from llama-tokenizer-js:
 // {"model":"llama","tokens":[...],"types":[...],"merges":["a b",...],"bos_id":1,...}.
 Result<TokenizerVocab> load_llama_vocab_export(const std::string& path);
+// SentencePiece-style scores from a llama vocabulary's merge ranks (what GGUF files carry: scores,
+// no merges): a token scores minus the rank of the first merge that makes it, tokens no merge
+// makes -1e9. The merges are dropped; encoding gives the same ids.
+Status scores_from_merges(TokenizerVocab& vocab);
 
 }  // namespace tessera::llm

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <unordered_map>
 
 #include "llm/tokenizer.h"
 
@@ -251,6 +252,27 @@ Result<TokenizerVocab> load_llama_vocab_export(const std::string& path) {
     return fail(e.what());
   }
   return vocab;
+}
+
+Status scores_from_merges(TokenizerVocab& v) {
+  std::unordered_map<std::string, int32_t> ids;
+  for (size_t id = 0; id < v.tokens.size(); ++id) ids.emplace(v.tokens[id], static_cast<int32_t>(id));
+  v.scores.assign(v.tokens.size(), -1e9f);
+  std::vector<bool> scored(v.tokens.size(), false);
+  for (size_t rank = 0; rank < v.merges.size(); ++rank) {
+    std::string merged = v.merges[rank];
+    const size_t space = merged.find(' ');
+    if (space == std::string::npos) return invalid_argument("merge '" + v.merges[rank] + "' is not two tokens");
+    merged.erase(space, 1);
+    auto it = ids.find(merged);
+    if (it == ids.end()) return invalid_argument("merge '" + v.merges[rank] + "' makes no token of the vocabulary");
+    if (!scored[it->second]) {
+      v.scores[it->second] = -static_cast<float>(rank);
+      scored[it->second] = true;
+    }
+  }
+  v.merges.clear();
+  return Status();
 }
 
 }  // namespace tessera::llm

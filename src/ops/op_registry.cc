@@ -26,6 +26,7 @@ const OpRegistry& OpRegistry::global() {
     register_misc_ops(*r);
     register_control_flow_ops(*r);
     register_sequence_ops(*r);
+    register_llm_ops(*r);
     return r;
   }();
   return *registry;

@@ -92,5 +92,6 @@ void register_reduction_ops(OpRegistry& r);
 void register_misc_ops(OpRegistry& r);
 void register_control_flow_ops(OpRegistry& r);
 void register_sequence_ops(OpRegistry& r);
+void register_llm_ops(OpRegistry& r);  // domain "tessera": language-model ops (llm_ops.cc)
 
 }  // namespace tessera

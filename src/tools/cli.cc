@@ -15,6 +15,8 @@ int run_cli(int argc, char** argv) {
   add_backends_command(app, exit_code);
   add_optimize_command(app, exit_code);
   add_bench_command(app, exit_code);
+  add_generate_command(app, exit_code);
+  add_gguf_create_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -18,5 +18,7 @@ void add_conformance_command(CLI::App& app, int& exit_code);
 void add_backends_command(CLI::App& app, int& exit_code);
 void add_optimize_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);
+void add_generate_command(CLI::App& app, int& exit_code);
+void add_gguf_create_command(CLI::App& app, int& exit_code);
 
 }  // namespace tessera

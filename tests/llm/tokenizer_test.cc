@@ -401,17 +401,8 @@ TEST(TokenizerLlama, ScoreBasedMergingMatchesLlamaTokenizerJs) {
   }
   auto vocab = load_llama_vocab_export(kLlamaExport);
   ASSERT_TRUE(vocab.ok()) << vocab.status().to_string();
-  std::unordered_map<std::string, int32_t> ids;
-  for (size_t id = 0; id < vocab->tokens.size(); ++id) ids.emplace(vocab->tokens[id], id);
-  vocab->scores.assign(vocab->tokens.size(), -1e9f);
-  std::vector<bool> scored(vocab->tokens.size(), false);
-  for (size_t rank = 0; rank < vocab->merges.size(); ++rank) {
-    std::string merged = vocab->merges[rank];
-    merged.erase(merged.find(' '), 1);
-    const int32_t id = ids.at(merged);
-    if (!scored[id]) vocab->scores[id] = -static_cast<float>(rank), scored[id] = true;
-  }
-  vocab->merges.clear();
+  ASSERT_TRUE(scores_from_merges(*vocab).ok());
+  EXPECT_TRUE(vocab->merges.empty());
   auto t = make(std::move(vocab).value());
   ASSERT_TRUE(t);
   const std::vector<std::string> texts = corpus();

@@ -50,6 +50,14 @@ struct IsaKernels {
   void (*layer_norm_row)(const float* x, int64_t n, const float* scale, const float* bias,
                          float eps, float* y, float* mean, float* inv_std);
 
+  // Language-model rows (simd_llm.h): sum of a[i] * b[i]; y += a * x; y = x / rms(x) * w;
+  // y = silu(g) * u; y = gelu(x) (tanh approximation).
+  float (*dot)(const float* a, const float* b, int64_t n);
+  void (*axpy)(float a, const float* x, float* y, int64_t n);
+  void (*rms_norm_row)(const float* x, const float* w, int64_t n, float eps, float* y);
+  void (*silu_mul)(const float* g, const float* u, int64_t n, float* y);
+  void (*gelu_tanh)(const float* x, int64_t n, float* y);
+
   // SGEMM micro-kernel geometry and kernels: C[m x n] (+)= Apanel * Bpanel, where Apanel holds kc
   // columns of gemm_mr rows ([k][mr]) and Bpanel kc rows of gemm_nr columns ([k][nr]), m <=
   // gemm_mr, n <= gemm_nr. gemm_micro[m - 1] is specialized for m rows.

@@ -65,6 +65,7 @@ struct Scalar {
 #include "backends/native/simd_eltwise.h"
 #include "backends/native/simd_gemm.h"
 #include "backends/native/simd_rows.h"
+#include "backends/native/simd_llm.h"
 #include "backends/native/simd_table.h"
 
 namespace tessera::native {

@@ -5,6 +5,7 @@
 #include "backends/native/eltwise_compile.h"
 #include "backends/native/gemm_kernels.h"
 #include "backends/native/isa.h"
+#include "backends/native/llm_kernels.h"
 #include "backends/native/native_compile.h"
 #include "backends/native/row_kernels.h"
 
@@ -13,6 +14,7 @@ namespace native {
 
 Status native_supports(const Graph& g, int n) {
   const std::string& op = g.node(n).op_type;
+  if (is_llm_op(g.node(n))) return check_llm_node(g, n);
   if (!g.node(n).domain.empty()) return unimplemented("domain '" + g.node(n).domain + "'");
   if (is_eltwise_op(op)) return check_eltwise_node(g, n);
   if (is_row_op(op)) return check_row_node(g, n);
@@ -26,6 +28,7 @@ Status native_accepts(const SubGraph& sg) {
   bool has_gemm = false;
   for (int n : sg.nodes()) {
     const std::string& op = g.node(n).op_type;
+    if (is_llm_op(g.node(n))) return unimplemented(op + " runs alone on native");
     if (is_gemm_op(op)) {
       has_gemm = true;
     } else if (!is_eltwise_op(op)) {
@@ -51,6 +54,7 @@ Status native_accepts(const SubGraph& sg) {
 Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKernels& isa) {
   TESSERA_RETURN_IF_ERROR(native_accepts(sg));
   const Graph& g = sg.graph();
+  if (sg.size() == 1 && is_llm_op(g.node(sg.nodes().first()))) return compile_llm_kernel(sg, isa);
   for (int n : sg.nodes()) {
     if (is_gemm_op(g.node(n).op_type)) return compile_gemm_kernel(sg, isa);
   }

@@ -2,11 +2,12 @@
 // (the path of CPUs without AVX2, and the oracle the vector paths are tested against).
 #include "backends/native/quant_matmul.h"
 
+#include "ir/status.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -161,11 +162,9 @@ const char* quant_matmul_path(QType) {
 void quant_matmul_for_isa(Isa isa, const QuantWeight& w, const float* x, int64_t rows,
                           int64_t ldx, float* y, int64_t ldy, const float* bias,
                           const float* residual, int64_t ld_residual, ThreadPool* pool) {
-  if (!type_supported(w.type)) throw std::invalid_argument("quant_matmul: unsupported weight type");
-  if (w.k % quant::block_elements(w.type) != 0) {
-    throw std::invalid_argument("quant_matmul: k " + std::to_string(w.k) + " is not a multiple of " +
-                                quant::qtype_name(w.type) + "'s block size");
-  }
+  // Callers check types and shapes (the QMatMul schema): a mismatch here is a bug.
+  TESSERA_CHECK(type_supported(w.type), "quant_matmul: unsupported weight type");
+  TESSERA_CHECK(w.k % quant::block_elements(w.type) == 0, "quant_matmul: k is not a multiple of the block size");
   if (rows <= 0 || w.n <= 0) return;
   const qmm::Kernels& kern = kernels_for(isa);
   Problem p{};

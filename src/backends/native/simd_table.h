@@ -29,6 +29,11 @@ IsaKernels make_kernels(Isa isa) {
   k.softmax_row = &softmax_row<S>;
   k.softmax_columns = &softmax_columns<S>;
   k.layer_norm_row = &layer_norm_row<S>;
+  k.dot = &dot<S>;
+  k.axpy = &axpy<S>;
+  k.rms_norm_row = &rms_norm_row<S>;
+  k.silu_mul = &silu_mul<S>;
+  k.gelu_tanh = &gelu_tanh<S>;
   k.gemm_mr = kMr;
   k.gemm_nr = kNv * S::W;
   fill_gemm_micro<S, kMr, kNv>(k, std::make_integer_sequence<int, kMr>());

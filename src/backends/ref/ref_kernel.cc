@@ -12,6 +12,7 @@ const RefKernelTable& RefKernelTable::global() {
     register_misc_kernels(*t);
     register_control_flow_kernels(*t);
     register_sequence_kernels(*t);
+    register_llm_kernels(*t);
     return t;
   }();
   return *table;

@@ -112,5 +112,6 @@ void register_reduction_kernels(RefKernelTable& t);
 void register_misc_kernels(RefKernelTable& t);
 void register_control_flow_kernels(RefKernelTable& t);
 void register_sequence_kernels(RefKernelTable& t);
+void register_llm_kernels(RefKernelTable& t);  // domain "tessera" (llm_kernels.cc)
 
 }  // namespace tessera

@@ -1,0 +1,154 @@
+#include "backends/quant_formats.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+
+#include "ir/status.h"
+
+namespace tessera::quant {
+
+namespace {
+
+struct TypeInfo {
+  QType type;
+  const char* name;
+  int64_t block_elements;
+  int64_t block_bytes;
+};
+
+constexpr TypeInfo kTypes[] = {
+    {QType::kF32, "f32", 1, 4},
+    {QType::kF16, "f16", 1, 2},
+    {QType::kBF16, "bf16", 1, 2},
+    {QType::kQ8_0, "q8_0", kQK8_0, sizeof(BlockQ8_0)},
+    {QType::kQ4_0, "q4_0", kQK4_0, sizeof(BlockQ4_0)},
+    {QType::kQ4_K, "q4_k", kQK_K, sizeof(BlockQ4_K)},
+    {QType::kQ6_K, "q6_k", kQK_K, sizeof(BlockQ6_K)},
+};
+
+const TypeInfo& info(QType t) {
+  for (const TypeInfo& i : kTypes) {
+    if (i.type == t) return i;
+  }
+  TESSERA_CHECK(false, "unknown QType");
+  return kTypes[0];
+}
+
+void quantize_q8_0(const float* x, int64_t n, BlockQ8_0* y) {
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    const float* xb = x + b * kQK8_0;
+    float amax = 0.0f;
+    for (int i = 0; i < kQK8_0; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[b].d = float_to_fp16(d);
+    for (int i = 0; i < kQK8_0; ++i) y[b].qs[i] = static_cast<int8_t>(std::lround(xb[i] * id));
+  }
+}
+
+void quantize_q4_0(const float* x, int64_t n, BlockQ4_0* y) {
+  for (int64_t b = 0; b < n / kQK4_0; ++b) {
+    const float* xb = x + b * kQK4_0;
+    float amax = 0.0f, max = 0.0f;
+    for (int i = 0; i < kQK4_0; ++i) {
+      if (std::fabs(xb[i]) > amax) {
+        amax = std::fabs(xb[i]);
+        max = xb[i];
+      }
+    }
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[b].d = float_to_fp16(d);
+    for (int i = 0; i < kQK4_0 / 2; ++i) {
+      const int q0 = std::min(15, static_cast<int>(xb[i] * id + 8.5f));
+      const int q1 = std::min(15, static_cast<int>(xb[i + kQK4_0 / 2] * id + 8.5f));
+      y[b].qs[i] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+
+void dequantize_q8_0(const BlockQ8_0* x, int64_t n, float* y) {
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    const float d = fp16_to_float(x[b].d);
+    for (int i = 0; i < kQK8_0; ++i) y[b * kQK8_0 + i] = d * x[b].qs[i];
+  }
+}
+
+void dequantize_q4_0(const BlockQ4_0* x, int64_t n, float* y) {
+  for (int64_t b = 0; b < n / kQK4_0; ++b) {
+    const float d = fp16_to_float(x[b].d);
+    for (int i = 0; i < kQK4_0 / 2; ++i) {
+      y[b * kQK4_0 + i] = d * ((x[b].qs[i] & 15) - 8);
+      y[b * kQK4_0 + i + kQK4_0 / 2] = d * ((x[b].qs[i] >> 4) - 8);
+    }
+  }
+}
+
+}  // namespace
+
+const char* qtype_name(QType t) { return info(t).name; }
+
+std::optional<QType> qtype_from_name(const std::string& name) {
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const TypeInfo& i : kTypes) {
+    if (lower == i.name) return i.type;
+  }
+  return std::nullopt;
+}
+
+std::optional<QType> qtype_from_ggml(uint32_t ggml_type) {
+  for (const TypeInfo& i : kTypes) {
+    if (static_cast<uint32_t>(i.type) == ggml_type) return i.type;
+  }
+  return std::nullopt;
+}
+
+int64_t block_elements(QType t) { return info(t).block_elements; }
+int64_t block_bytes(QType t) { return info(t).block_bytes; }
+
+void quantize_row(QType t, const float* x, int64_t n, void* dst) {
+  TESSERA_CHECK(n % block_elements(t) == 0, "row length is not a multiple of the block size");
+  switch (t) {
+    case QType::kF32: std::memcpy(dst, x, n * sizeof(float)); return;
+    case QType::kF16: {
+      auto* y = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) y[i] = float_to_fp16(x[i]);
+      return;
+    }
+    case QType::kBF16: {
+      auto* y = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) y[i] = float_to_bfloat16_bits(x[i]);
+      return;
+    }
+    case QType::kQ8_0: quantize_q8_0(x, n, static_cast<BlockQ8_0*>(dst)); return;
+    case QType::kQ4_0: quantize_q4_0(x, n, static_cast<BlockQ4_0*>(dst)); return;
+    case QType::kQ4_K: quantize_q4_k(x, n, static_cast<BlockQ4_K*>(dst)); return;
+    case QType::kQ6_K: quantize_q6_k(x, n, static_cast<BlockQ6_K*>(dst)); return;
+  }
+}
+
+void dequantize_row(QType t, const void* src, int64_t n, float* dst) {
+  TESSERA_CHECK(n % block_elements(t) == 0, "row length is not a multiple of the block size");
+  switch (t) {
+    case QType::kF32: std::memcpy(dst, src, n * sizeof(float)); return;
+    case QType::kF16: {
+      const auto* x = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_float(x[i]);
+      return;
+    }
+    case QType::kBF16: {
+      const auto* x = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = bfloat16_bits_to_float(x[i]);
+      return;
+    }
+    case QType::kQ8_0: dequantize_q8_0(static_cast<const BlockQ8_0*>(src), n, dst); return;
+    case QType::kQ4_0: dequantize_q4_0(static_cast<const BlockQ4_0*>(src), n, dst); return;
+    case QType::kQ4_K: dequantize_q4_k(static_cast<const BlockQ4_K*>(src), n, dst); return;
+    case QType::kQ6_K: dequantize_q6_k(static_cast<const BlockQ6_K*>(src), n, dst); return;
+  }
+}
+
+}  // namespace tessera::quant

@@ -1,0 +1,90 @@
+// Weight formats of language models: ggml's block-quantized types (the layouts GGUF files
+// store, bit for bit), plus the float types, with reference (scalar) quantize / dequantize.
+//
+// A "row" of n elements is n / block_elements(type) consecutive blocks. Every format here keeps
+// one row of a weight matrix [N, K] (K the reduction dim) contiguous, so a matrix is N rows of
+// row_bytes(type, K) bytes each.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "ir/half.h"
+
+namespace tessera::quant {
+
+// ggml's type numbers (as stored in GGUF tensor infos). Only the ones tessera reads are named.
+enum class QType : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ8_0 = 8,
+  kQ4_K = 12,
+  kQ6_K = 14,
+  kBF16 = 30,
+};
+
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k".
+const char* qtype_name(QType t);
+// By name (as above, case-insensitive), or nullopt.
+std::optional<QType> qtype_from_name(const std::string& name);
+// By ggml type number, or nullopt for a type tessera does not read.
+std::optional<QType> qtype_from_ggml(uint32_t ggml_type);
+
+// Elements per block (1 for float types, 32 for Q8_0 / Q4_0, 256 for the K-quants).
+int64_t block_elements(QType t);
+// Bytes per block.
+int64_t block_bytes(QType t);
+// Bytes of n elements; n must be a multiple of block_elements(t).
+inline int64_t row_bytes(QType t, int64_t n) { return n / block_elements(t) * block_bytes(t); }
+
+// ggml block layouts (little-endian, packed as in ggml-common.h).
+constexpr int kQK8_0 = 32;
+struct BlockQ8_0 {
+  uint16_t d;  // fp16 scale
+  int8_t qs[kQK8_0];  // x[i] = d * qs[i]
+};
+static_assert(sizeof(BlockQ8_0) == 34);
+
+constexpr int kQK4_0 = 32;
+struct BlockQ4_0 {
+  uint16_t d;               // fp16 scale
+  uint8_t qs[kQK4_0 / 2];   // x[i] = d * ((qs[i] & 15) - 8), x[i + 16] = d * ((qs[i] >> 4) - 8)
+};
+static_assert(sizeof(BlockQ4_0) == 18);
+
+constexpr int kQK_K = 256;
+struct BlockQ4_K {
+  uint16_t d;       // fp16 super-block scale for the 8 sub-block scales
+  uint16_t dmin;    // fp16 super-block scale for the 8 sub-block mins
+  uint8_t scales[12];  // 8 x (6-bit scale, 6-bit min), packed
+  uint8_t qs[kQK_K / 2];  // 4-bit quants
+};
+static_assert(sizeof(BlockQ4_K) == 144);
+
+struct BlockQ6_K {
+  uint8_t ql[kQK_K / 2];      // low 4 bits of the quants
+  uint8_t qh[kQK_K / 4];      // high 2 bits
+  int8_t scales[kQK_K / 16];  // 8-bit sub-block scales
+  uint16_t d;                 // fp16 super-block scale
+};
+static_assert(sizeof(BlockQ6_K) == 210);
+
+// Reference conversions of one row of n elements (n a multiple of block_elements(t)).
+// quantize_row rounds as ggml's reference quantizers do (Q8_0: d = amax / 127, q = round(x / d);
+// Q4_0: d = max / -8 where max is the signed value of largest magnitude).
+void quantize_row(QType t, const float* x, int64_t n, void* dst);
+void dequantize_row(QType t, const void* src, int64_t n, float* dst);
+
+// The K-quant conversions (quant_kquants.cc): dequantization exactly as ggml's; quantization by a
+// simpler rule (per sub-block min/max or largest magnitude), valid blocks with a small error.
+void quantize_q4_k(const float* x, int64_t n, BlockQ4_K* y);
+void dequantize_q4_k(const BlockQ4_K* x, int64_t n, float* y);
+void quantize_q6_k(const float* x, int64_t n, BlockQ6_K* y);
+void dequantize_q6_k(const BlockQ6_K* x, int64_t n, float* y);
+
+inline float fp16_to_float(uint16_t bits) { return half_bits_to_float(bits); }
+inline uint16_t float_to_fp16(float f) { return float_to_half_bits(f); }
+
+}  // namespace tessera::quant
