@@ -160,7 +160,7 @@ for type in $TYPES; do
       cat "$WORK/create-$type.log" >&2
       die "tessera gguf-create --preset $PRESET --type $type failed"
     fi
-    ((first)) && sed 's/^/  /' "$WORK/create-$type.log"
+    ((first)) && tr '\r' '\n' <"$WORK/create-$type.log" | grep -v ' tensors$' | sed 's/^/  /'
   fi
   label="$PRESET $type"
   if ! "$TESSERA" generate "$model" --prompt "$PROMPT" --max-tokens "$MAX_TOKENS" --temperature 0 \
