@@ -14,6 +14,7 @@ namespace tessera {
 namespace {
 // Spin iterations before blocking (a pause is tens of cycles: about 50 us in all).
 constexpr int kSpinIterations = 2000;
+constexpr int kChunksPerThread = 4;
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
@@ -48,12 +49,20 @@ void ThreadPool::worker_loop(int index) {
       n = job_n_;
       chunk = job_chunk_;
     }
-    int64_t begin = index * chunk;
-    if (begin < n) (*job)(begin, std::min(n, begin + chunk));
+    run_chunks(*job, n, chunk);
+    (void)index;
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mu_);  // the waiter checks pending_ under the lock
       done_cv_.notify_one();
     }
+  }
+}
+
+void ThreadPool::run_chunks(const std::function<void(int64_t, int64_t)>& fn, int64_t n, int64_t chunk) {
+  for (;;) {
+    const int64_t begin = next_chunk_.fetch_add(1, std::memory_order_relaxed) * chunk;
+    if (begin >= n) return;
+    fn(begin, std::min(n, begin + chunk));
   }
 }
 
@@ -70,15 +79,18 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
       return;
     }
     busy_ = true;
-    int64_t threads = std::min<int64_t>(num_threads_, max_chunks);
-    job_chunk_ = (n + threads - 1) / threads;
+    // A few chunks per thread, taken in turn: a thread that gets less CPU (a shared machine)
+    // holds up at most one chunk's worth of work instead of its whole share.
+    const int64_t chunks = std::min<int64_t>(max_chunks, int64_t{kChunksPerThread} * num_threads_);
+    job_chunk_ = (n + chunks - 1) / chunks;
     job_n_ = n;
+    next_chunk_.store(0, std::memory_order_relaxed);
     job_ = &fn;
     pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
   }
   work_cv_.notify_all();
-  fn(0, std::min(n, job_chunk_));
+  run_chunks(fn, n, job_chunk_);
   for (int i = 0; i < kSpinIterations && pending_.load(std::memory_order_acquire) != 0; ++i) TESSERA_CPU_RELAX();
   std::unique_lock<std::mutex> lock(mu_);
   done_cv_.wait(lock, [&] { return pending_ == 0; });

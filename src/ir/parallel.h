@@ -24,13 +24,16 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return num_threads_; }
-  // Calls fn(begin, end) on disjoint chunks covering [0, n). Chunks hold at least `grain` items.
+  // Calls fn(begin, end) on disjoint chunks covering [0, n), a few per thread, taken in turn by
+  // whichever thread is free. Chunks hold at least `grain` items.
   // Runs inline when n is small or the pool has one thread. Not reentrant: a kernel running on
   // the pool must not call parallel_for again (nested calls run inline).
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
   void worker_loop(int index);
+  // Takes chunks of the current job until none is left.
+  void run_chunks(const std::function<void(int64_t, int64_t)>& fn, int64_t n, int64_t chunk);
 
   int num_threads_;
   std::vector<std::thread> workers_;
@@ -40,6 +43,7 @@ class ThreadPool {
   int64_t job_n_ = 0, job_chunk_ = 0;
   std::atomic<int64_t> generation_{0};
   std::atomic<int> pending_{0};
+  std::atomic<int64_t> next_chunk_{0};  // the next chunk of the current job to take
   std::atomic<bool> stop_{false};
   bool busy_ = false;
 };

@@ -86,10 +86,15 @@ void ftile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
   QMM_UNROLL for (int r = 0; r < R; ++r) {
     QMM_UNROLL for (int j = 0; j < J; ++j) acc[r][j] = _mm512_setzero_ps();
   }
+  constexpr int64_t kElementBytes = T == QType::kF32 ? 4 : 2;
   int64_t i = 0;
   for (; i + 16 <= p.k; i += 16) {
     __m512 xv[R];
     QMM_UNROLL for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_ps(xr[r] + i);
+    // The same blocks of the next tile's rows (see qtile).
+    QMM_UNROLL for (int j = 0; j < J; ++j) {
+      _mm_prefetch(reinterpret_cast<const char*>(wr[j] + J * p.w_row_bytes + i * kElementBytes), _MM_HINT_T0);
+    }
     QMM_UNROLL for (int j = 0; j < J; ++j) {
       const __m512 wv = wload<T>(wr[j], i);
       QMM_UNROLL for (int r = 0; r < R; ++r) acc[r][j] = _mm512_fmadd_ps(xv[r], wv, acc[r][j]);
@@ -171,9 +176,15 @@ void qtile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
   const __m512i zero = _mm512_setzero_si512();
   const __m512i scale_index = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
 
+  constexpr int64_t kBlockBytes = T == QType::kQ8_0 ? sizeof(quant::BlockQ8_0) : sizeof(quant::BlockQ4_0);
   auto step = [&]<bool Two>(int64_t b) {
     __m512i wq[J], wc[J];
     __m512 wd[J];
+    // Weight rows stream from memory once: while this tile's rows are read, fetch the same
+    // blocks of the next tile's rows (rows are contiguous, so that is the memory that follows).
+    QMM_UNROLL for (int j = 0; j < J; ++j) {
+      _mm_prefetch(reinterpret_cast<const char*>(wr[j] + J * p.w_row_bytes + b * kBlockBytes), _MM_HINT_T0);
+    }
     QMM_UNROLL for (int j = 0; j < J; ++j) wq_load<T, Two>(wr[j], b, wq[j], wd[j]);
     if constexpr (T == QType::kQ8_0) {
       // -128 * (partial sums of w), the start value that undoes the activations' +128.
