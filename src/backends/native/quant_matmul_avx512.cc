@@ -267,7 +267,39 @@ void run_kquant(const Problem& p, int64_t j0, int64_t j1) {
   }
 }
 
+// Q4_0 with many activation rows: each panel unpacked once to Q8_0 blocks (the nibbles minus 8 as
+// int8, same scales), then the Q8_0 tiles, whose inner loop needs no nibble unpacking per row
+// tile. Decode (few rows) stays on the Q4_0 tiles, which read half the bytes.
+constexpr int64_t kQ4AsQ8MinRows = 16;
+
+void unpack_q4_0_row(const uint8_t* src, int64_t blocks, uint8_t* dst) {
+  const __m128i low = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* s = src + b * int64_t{sizeof(quant::BlockQ4_0)};
+    uint8_t* d = dst + b * int64_t{sizeof(quant::BlockQ8_0)};
+    std::memcpy(d, s, 2);  // the fp16 scale
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 2));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 2), _mm_sub_epi8(_mm_and_si128(q, low), eight));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 18), _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), low), eight));
+  }
+}
+
+void run_q4_0_as_q8_0(const Problem& p, int64_t j0, int64_t j1) {
+  const int64_t blocks = p.k / quant::kQK4_0;
+  Problem q = p;
+  q.type = QType::kQ8_0;
+  q.w_row_bytes = blocks * int64_t{sizeof(quant::BlockQ8_0)};
+  thread_local std::vector<uint8_t> panel;
+  panel.resize(static_cast<size_t>(kPanel * q.w_row_bytes));
+  for (int64_t jp = j0; jp < j1; jp += kPanel) {
+    const int64_t je = std::min(j1, jp + kPanel);
+    for (int64_t j = jp; j < je; ++j) unpack_q4_0_row(p.w + j * p.w_row_bytes, blocks, panel.data() + (j - jp) * q.w_row_bytes);
+    run_panel(q, kQ8Tiles, panel.data(), jp, je);
+  }
+}
+
 void block(const Problem& p, int64_t j0, int64_t j1) {
+  if (p.type == QType::kQ4_0 && p.rows >= kQ4AsQ8MinRows) return run_q4_0_as_q8_0(p, j0, j1);
   switch (p.type) {
     case QType::kF32: run(p, kF32Tiles, j0, j1); return;
     case QType::kF16: run(p, kF16Tiles, j0, j1); return;
