@@ -1,7 +1,6 @@
 // GGUF models end to end: gguf-create's files load back to the weights they were written from,
 // generation is reproducible, and the CLI reports bad files and flags clearly.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,6 +11,8 @@
 #include "llm/generate.h"
 #include "llm/language_model.h"
 #include "llm/model_writer.h"
+#include "llm/test_weights.h"
+#include "tools/run_tessera.h"
 
 namespace tessera::llm {
 namespace {
@@ -23,16 +24,7 @@ fs::path temp_file(const std::string& name) {
 
 // A small model's weights as gguf-create writes them, in memory.
 WeightMap weights_of(const ModelConfig& c, quant::QType type, uint64_t seed) {
-  WeightMap w;
-  for (const RandomTensor& t : model_tensor_list(c, type)) {
-    auto mw = make_weight(t.type, t.dims, [&](void* dst) {
-      fill_random_tensor(t, seed, static_cast<uint8_t*>(dst));
-      return Status();
-    });
-    EXPECT_TRUE(mw.ok());
-    w.emplace(t.name, std::move(*mw));
-  }
-  return w;
+  return testing::make_weights(c, type, seed).weights;
 }
 
 void expect_file_matches_memory(const std::string& preset, quant::QType type) {
@@ -112,23 +104,8 @@ TEST(GgufModel, SameSeedSameTokensOtherSeedOtherTokens) {
   }
 }
 
-struct Output {
-  int exit_code;
-  std::string text;
-};
-
-Output run_tessera(const std::string& args) {
-  const std::string cmd = std::string(TESSERA_BINARY) + " " + args + " 2>&1";
-  Output o{-1, ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return o;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.text.append(buf, n);
-  const int st = pclose(p);
-  o.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return o;
-}
+using tessera::testing::run_tessera;
+using Output = tessera::testing::CliOutput;
 
 TEST(GgufModelCli, CreateThenGenerateIsReproducible) {
   const fs::path path = temp_file("cli.gguf");

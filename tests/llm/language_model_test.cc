@@ -8,6 +8,7 @@
 #include "llm/language_model.h"
 #include "llm/model_writer.h"
 #include "llm/naive_forward.h"
+#include "llm/test_weights.h"
 
 namespace tessera::llm {
 namespace {
@@ -26,33 +27,8 @@ ModelConfig test_config(int64_t kv_heads = 2) {
   return c;
 }
 
-struct TestWeights {
-  WeightMap weights;
-  testing::FloatWeights floats;  // dequantized, row-major [rows][cols]
-};
-
-TestWeights make_weights(const ModelConfig& c, quant::QType type, uint64_t seed) {
-  TestWeights tw;
-  for (const RandomTensor& t : model_tensor_list(c, type)) {
-    auto w = make_weight(t.type, t.dims, [&](void* dst) {
-      fill_random_tensor(t, seed, static_cast<uint8_t*>(dst));
-      return Status();
-    });
-    EXPECT_TRUE(w.ok()) << w.status().to_string();
-    const int64_t cols = t.dims[0], rows = t.dims.size() > 1 ? t.dims[1] : 1;
-    std::vector<float>& f = tw.floats[t.name];
-    f.resize(cols * rows);
-    if (t.dims.size() == 1) {
-      std::copy_n(w->data.data<float>(), cols, f.data());
-    } else {
-      const auto* bytes = static_cast<const uint8_t*>(w->data.raw_data());
-      for (int64_t r = 0; r < rows; ++r)
-        quant::dequantize_row(t.type, bytes + r * quant::row_bytes(t.type, cols), cols, f.data() + r * cols);
-    }
-    tw.weights.emplace(t.name, std::move(*w));
-  }
-  return tw;
-}
+using testing::make_weights;
+using testing::TestWeights;
 
 std::unique_ptr<LanguageModel> make_model(const ModelConfig& c, const WeightMap& w, const std::string& backend,
                                           int threads = 1, int64_t block_size = 4, int64_t cache_tokens = 256) {

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "ir/npy.h"
+#include "tools/run_tessera.h"
 #include "onnx/onnx_pb.h"
 #include <google/protobuf/text_format.h>
 
@@ -18,23 +19,8 @@ namespace fs = std::filesystem;
 
 const char* kAddModel = "/usr/share/libonnx-testdata/data/node/test_add/model.onnx";  // x + y, 3x4x5
 
-struct Output {
-  int exit_code;
-  std::string text;  // stdout + stderr
-};
-
-Output run_tessera(const std::string& args) {
-  std::string cmd = std::string(TESSERA_BINARY) + " " + args + " 2>&1";
-  Output o{-1, ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return o;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.text.append(buf, n);
-  int st = pclose(p);
-  o.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return o;
-}
+using testing::run_tessera;
+using Output = testing::CliOutput;
 
 fs::path temp_dir(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("tessera_cli_test_" + name + "_" + std::to_string(getpid()));
