@@ -32,6 +32,7 @@ build-asan: deps
 
 models: deps
 	@bash scripts/fetch-models.sh
+	@bash scripts/fetch-llama-cpp.sh
 
 # The measured partitioner on the det model: costs persist in ~/.cache/tessera/costs.sqlite, so a
 # second demo measures (almost) nothing; within the short budget the best plan so far is used.

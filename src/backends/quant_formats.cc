@@ -26,6 +26,7 @@ constexpr TypeInfo kTypes[] = {
     {QType::kQ4_0, "q4_0", kQK4_0, sizeof(BlockQ4_0)},
     {QType::kQ4_K, "q4_k", kQK_K, sizeof(BlockQ4_K)},
     {QType::kQ6_K, "q6_k", kQK_K, sizeof(BlockQ6_K)},
+    {QType::kQ4_0R, "q4_0r", 4 * kQK4_0, sizeof(BlockQ4_0x4)},
 };
 
 const TypeInfo& info(QType t) {
@@ -88,6 +89,20 @@ void dequantize_q4_0(const BlockQ4_0* x, int64_t n, float* y) {
 
 }  // namespace
 
+void repack_q4_0_to_q4_0r(const void* src, int64_t n, void* dst) {
+  TESSERA_CHECK(n % (4 * kQK4_0) == 0, "q4_0r groups hold 128 values");
+  const auto* in = static_cast<const BlockQ4_0*>(src);
+  auto* out = static_cast<BlockQ4_0x4*>(dst);
+  for (int64_t g = 0; g < n / (4 * kQK4_0); ++g) {
+    BlockQ4_0x4 group;  // built aside: src and dst may be the same bytes
+    for (int i = 0; i < 4; ++i) {
+      group.d[i] = in[4 * g + i].d;
+      std::memcpy(group.qs[i], in[4 * g + i].qs, sizeof(group.qs[i]));
+    }
+    std::memcpy(&out[g], &group, sizeof(group));
+  }
+}
+
 const char* qtype_name(QType t) { return info(t).name; }
 
 std::optional<QType> qtype_from_name(const std::string& name) {
@@ -101,7 +116,7 @@ std::optional<QType> qtype_from_name(const std::string& name) {
 
 std::optional<QType> qtype_from_ggml(uint32_t ggml_type) {
   for (const TypeInfo& i : kTypes) {
-    if (static_cast<uint32_t>(i.type) == ggml_type) return i.type;
+    if (static_cast<uint32_t>(i.type) == ggml_type && i.type != QType::kQ4_0R) return i.type;
   }
   return std::nullopt;
 }
@@ -127,6 +142,10 @@ void quantize_row(QType t, const float* x, int64_t n, void* dst) {
     case QType::kQ4_0: quantize_q4_0(x, n, static_cast<BlockQ4_0*>(dst)); return;
     case QType::kQ4_K: quantize_q4_k(x, n, static_cast<BlockQ4_K*>(dst)); return;
     case QType::kQ6_K: quantize_q6_k(x, n, static_cast<BlockQ6_K*>(dst)); return;
+    case QType::kQ4_0R:
+      quantize_q4_0(x, n, static_cast<BlockQ4_0*>(dst));
+      repack_q4_0_to_q4_0r(dst, n, dst);
+      return;
   }
 }
 
@@ -148,6 +167,16 @@ void dequantize_row(QType t, const void* src, int64_t n, float* dst) {
     case QType::kQ4_0: dequantize_q4_0(static_cast<const BlockQ4_0*>(src), n, dst); return;
     case QType::kQ4_K: dequantize_q4_k(static_cast<const BlockQ4_K*>(src), n, dst); return;
     case QType::kQ6_K: dequantize_q6_k(static_cast<const BlockQ6_K*>(src), n, dst); return;
+    case QType::kQ4_0R: {
+      const auto* g = static_cast<const BlockQ4_0x4*>(src);
+      for (int64_t b = 0; b < n / kQK4_0; ++b) {
+        BlockQ4_0 block;
+        block.d = g[b / 4].d[b % 4];
+        std::memcpy(block.qs, g[b / 4].qs[b % 4], sizeof(block.qs));
+        dequantize_q4_0(&block, kQK4_0, dst + b * kQK4_0);
+      }
+      return;
+    }
   }
 }
 

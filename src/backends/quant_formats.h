@@ -23,13 +23,15 @@ enum class QType : uint32_t {
   kQ4_K = 12,
   kQ6_K = 14,
   kBF16 = 30,
+  // tessera's own layout, never in files: Q4_0 repacked for AVX-512 (see BlockQ4_0x4).
+  kQ4_0R = 1000,
 };
 
-// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k".
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_0r".
 const char* qtype_name(QType t);
 // By name (as above, case-insensitive), or nullopt.
 std::optional<QType> qtype_from_name(const std::string& name);
-// By ggml type number, or nullopt for a type tessera does not read.
+// By ggml type number, or nullopt for a type tessera does not read (q4_0r has none).
 std::optional<QType> qtype_from_ggml(uint32_t ggml_type);
 
 // Elements per block (1 for float types, 32 for Q8_0 / Q4_0, 256 for the K-quants).
@@ -53,6 +55,18 @@ struct BlockQ4_0 {
   uint8_t qs[kQK4_0 / 2];   // x[i] = d * ((qs[i] & 15) - 8), x[i + 16] = d * ((qs[i] >> 4) - 8)
 };
 static_assert(sizeof(BlockQ4_0) == 18);
+
+// Four Q4_0 blocks regrouped: their scales together, then their 16 quant bytes each (as in
+// BlockQ4_0::qs). The same 72 bytes per 128 values as four BlockQ4_0, so a Q4_0 matrix whose rows
+// are multiples of 128 converts in place; one 64-byte load then holds the quants of four blocks
+// (the AVX-512 decode kernel's unit).
+struct BlockQ4_0x4 {
+  uint16_t d[4];
+  uint8_t qs[4][kQK4_0 / 2];
+};
+static_assert(sizeof(BlockQ4_0x4) == 4 * sizeof(BlockQ4_0));
+// Converts `n` values (a multiple of 128) of Q4_0 blocks to BlockQ4_0x4 groups; src may equal dst.
+void repack_q4_0_to_q4_0r(const void* src, int64_t n, void* dst);
 
 constexpr int kQK_K = 256;
 struct BlockQ4_K {

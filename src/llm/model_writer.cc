@@ -224,7 +224,18 @@ Status write_random_gguf(const ModelConfig& config, const TokenizerVocab& vocab,
   }
   GgufWriter w;
   write_config_to_gguf(c, w);
-  w.set_uint32("general.file_type", static_cast<uint32_t>(opts.type));
+  // llama.cpp's file-type numbers (LLAMA_FTYPE_MOSTLY_*), not ggml's tensor types.
+  auto file_type = [](quant::QType t) -> uint32_t {
+    switch (t) {
+      case quant::QType::kF32: return 0;
+      case quant::QType::kF16: return 1;
+      case quant::QType::kQ4_0: return 2;
+      case quant::QType::kQ8_0: return 7;
+      case quant::QType::kBF16: return 32;
+      default: return 0;
+    }
+  };
+  w.set_uint32("general.file_type", file_type(opts.type));
   w.set_string("general.description", "random weights (tessera gguf-create, seed " + std::to_string(opts.seed) + ")");
   write_vocab_to_gguf(vocab, w);
   const std::vector<RandomTensor> tensors = model_tensor_list(c, opts.type);

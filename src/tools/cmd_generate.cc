@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "llm/generate.h"
+#include "llm/hf_model.h"
 #include "llm/language_model.h"
 #include "tools/cli.h"
 
@@ -27,7 +28,8 @@ int run_generate(const GenerateCliOptions& o) {
   mopts.threads = o.threads;
   mopts.backend = o.backend;
   mopts.context_length = o.context;
-  auto model = llm::LanguageModel::load_gguf(o.model, mopts);
+  auto model = llm::is_hf_model_path(o.model) ? llm::load_hf_model(o.model, mopts)
+                                               : llm::LanguageModel::load_gguf(o.model, mopts);
   if (!model.ok()) {
     std::fprintf(stderr, "error: %s\n", model.status().to_string().c_str());
     return 1;
@@ -93,7 +95,7 @@ int run_generate(const GenerateCliOptions& o) {
 void add_generate_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<GenerateCliOptions>();
   CLI::App* sub = app.add_subcommand("generate", "Generate text with a language model (GGUF), streaming it as it is produced");
-  sub->add_option("model", o->model, "GGUF model file (llama architecture)")->required();
+  sub->add_option("model", o->model, "GGUF file, or a Hugging Face model folder (config.json + safetensors)")->required();
   sub->add_option("--prompt,-p", o->prompt, "Text to continue")->required();
   sub->add_option("--max-tokens,-n", o->gen.max_tokens, "Most tokens to generate")->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--temperature", o->gen.sampling.temperature, "Sampling temperature; 0 = greedy")->capture_default_str()->check(CLI::NonNegativeNumber);

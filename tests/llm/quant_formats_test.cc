@@ -311,3 +311,33 @@ TEST(QuantFormatsTest, Q6_KKnownBlock) {
 
 }  // namespace
 }  // namespace tessera::quant
+
+namespace tessera::quant {
+namespace {
+
+// q4_0r regroups Q4_0 blocks in fours, bytes for bytes: the same values, in place or not.
+TEST(QuantFormatsRegrouped, Q4_0RHoldsTheSameValuesAsQ4_0) {
+  EXPECT_EQ(row_bytes(QType::kQ4_0R, 256), row_bytes(QType::kQ4_0, 256));
+  EXPECT_EQ(std::string(qtype_name(QType::kQ4_0R)), "q4_0r");
+  EXPECT_FALSE(qtype_from_ggml(static_cast<uint32_t>(QType::kQ4_0R)).has_value());
+  for (int64_t n : {128, 384, 2048}) {
+    std::vector<float> x(n), a(n), b(n), c(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) * (1.0f + static_cast<float>(i % 7));
+    std::vector<uint8_t> q4(row_bytes(QType::kQ4_0, n)), r(q4.size()), direct(q4.size());
+    quantize_row(QType::kQ4_0, x.data(), n, q4.data());
+    repack_q4_0_to_q4_0r(q4.data(), n, r.data());
+    quantize_row(QType::kQ4_0R, x.data(), n, direct.data());
+    EXPECT_EQ(r, direct);
+    EXPECT_NE(r, q4);  // really regrouped
+    dequantize_row(QType::kQ4_0, q4.data(), n, a.data());
+    dequantize_row(QType::kQ4_0R, r.data(), n, b.data());
+    EXPECT_EQ(a, b);
+    repack_q4_0_to_q4_0r(q4.data(), n, q4.data());  // in place
+    EXPECT_EQ(q4, r);
+    dequantize_row(QType::kQ4_0R, q4.data(), n, c.data());
+    EXPECT_EQ(a, c);
+  }
+}
+
+}  // namespace
+}  // namespace tessera::quant

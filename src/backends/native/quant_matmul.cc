@@ -64,6 +64,14 @@ double quant_dot(QType type, const uint8_t* w, const int8_t* xq, const float* xd
       const uint8_t* blk = w + b * sizeof(quant::BlockQ8_0);
       dw = fp16(blk);
       for (int i = 0; i < 32; ++i) dot += static_cast<int8_t>(blk[2 + i]) * a[i];
+    } else if (type == QType::kQ4_0R) {
+      const uint8_t* group = w + b / 4 * sizeof(quant::BlockQ4_0x4);
+      dw = fp16(group + 2 * (b % 4));
+      const uint8_t* qs = group + 8 + 16 * (b % 4);
+      for (int i = 0; i < 16; ++i) {
+        dot += ((qs[i] & 15) - 8) * a[i];
+        dot += ((qs[i] >> 4) - 8) * a[i + 16];
+      }
     } else {
       const uint8_t* blk = w + b * sizeof(quant::BlockQ4_0);
       dw = fp16(blk);
@@ -108,7 +116,7 @@ const qmm::Kernels kScalar = {scalar_quantize_rows, scalar_block};
 bool type_supported(QType t) {
   switch (t) {
     case QType::kF32: case QType::kF16: case QType::kBF16: case QType::kQ8_0: case QType::kQ4_0:
-    case QType::kQ4_K: case QType::kQ6_K: return true;
+    case QType::kQ4_K: case QType::kQ6_K: case QType::kQ4_0R: return true;
   }
   return false;
 }

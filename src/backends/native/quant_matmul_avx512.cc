@@ -223,6 +223,62 @@ void qtile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
   finish<R, J>(p, acc, t0, j0);
 }
 
+// Q4_0R weights (BlockQ4_0x4 groups of four blocks): one 64-byte load holds the quants of four
+// blocks, their four scales sit together. The activations of a group are regrouped to match:
+// the first 16 values of each of the four blocks, then the last 16.
+template <QType T, int R, int J>
+void q4r_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
+  static_assert(T == QType::kQ4_0R);
+  constexpr int64_t kGroupBytes = sizeof(quant::BlockQ4_0x4);
+  const int64_t groups = p.k / (4 * quant::kQK4_0);
+  const uint8_t* wr[J];
+  QMM_UNROLL for (int j = 0; j < J; ++j) wr[j] = w0 + j * p.w_row_bytes;
+  const int8_t* xq[R];
+  const float* xd[R];
+  QMM_UNROLL for (int r = 0; r < R; ++r) {
+    xq[r] = p.xq + (t0 + r) * p.ldxq;
+    xd[r] = p.xd + (t0 + r) * p.ldxd;
+  }
+  __m512 acc[R][J];
+  QMM_UNROLL for (int r = 0; r < R; ++r) {
+    QMM_UNROLL for (int j = 0; j < J; ++j) acc[r][j] = _mm512_setzero_ps();
+  }
+  const __m512i zero = _mm512_setzero_si512(), nibble = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+  // 64-bit units of two 64-byte activation loads (blocks 0-1, 2-3): first halves, last halves.
+  const __m512i first_halves = _mm512_set_epi64(13, 12, 9, 8, 5, 4, 1, 0);
+  const __m512i last_halves = _mm512_set_epi64(15, 14, 11, 10, 7, 6, 3, 2);
+  // Block i's scale to the four int32 sums of 128-bit lane i.
+  const __m512i per_lane = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512i lo[J], hi[J];
+    __m512 ws[J];
+    QMM_UNROLL for (int j = 0; j < J; ++j) {
+      const uint8_t* grp = wr[j] + g * kGroupBytes;
+      _mm_prefetch(reinterpret_cast<const char*>(grp + J * p.w_row_bytes), _MM_HINT_T0);
+      const __m512i q = _mm512_loadu_si512(grp + 8);
+      lo[j] = _mm512_and_si512(q, nibble);
+      hi[j] = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
+      ws[j] = _mm512_permutexvar_ps(per_lane, _mm512_castps128_ps512(_mm_cvtph_ps(
+                                                  _mm_loadl_epi64(reinterpret_cast<const __m128i*>(grp)))));
+    }
+    QMM_UNROLL for (int r = 0; r < R; ++r) {
+      const __m512i a0 = _mm512_loadu_si512(xq[r] + g * 128);
+      const __m512i a1 = _mm512_loadu_si512(xq[r] + g * 128 + 64);
+      const __m512i alo = _mm512_permutex2var_epi64(a0, first_halves, a1);
+      const __m512i ahi = _mm512_permutex2var_epi64(a0, last_halves, a1);
+      // -8 * (sum of each 4 activations): the start that makes the unsigned nibbles q - 8.
+      const __m512i start = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, eight, _mm512_sub_epi8(zero, alo)), eight,
+                                                _mm512_sub_epi8(zero, ahi));
+      const __m512 da = _mm512_permutexvar_ps(per_lane, _mm512_castps128_ps512(_mm_loadu_ps(xd[r] + g * 4)));
+      QMM_UNROLL for (int j = 0; j < J; ++j) {
+        const __m512i dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, lo[j], alo), hi[j], ahi);
+        acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(da, ws[j]), acc[r][j]);
+      }
+    }
+  }
+  finish<R, J>(p, acc, t0, j0);
+}
+
 #define QMM_ROW(F, T, R) {&F<T, R, 1>, &F<T, R, 2>, &F<T, R, 3>, &F<T, R, 4>}
 #define QMM_TABLE(F, T) {QMM_ROW(F, T, 1), QMM_ROW(F, T, 2), QMM_ROW(F, T, 3), QMM_ROW(F, T, 4)}
 constexpr TileFn kF32Tiles[kR][kJ] = QMM_TABLE(ftile, QType::kF32);
@@ -230,6 +286,7 @@ constexpr TileFn kF16Tiles[kR][kJ] = QMM_TABLE(ftile, QType::kF16);
 constexpr TileFn kBF16Tiles[kR][kJ] = QMM_TABLE(ftile, QType::kBF16);
 constexpr TileFn kQ8Tiles[kR][kJ] = QMM_TABLE(qtile, QType::kQ8_0);
 constexpr TileFn kQ4Tiles[kR][kJ] = QMM_TABLE(qtile, QType::kQ4_0);
+constexpr TileFn kQ4RTiles[kR][kJ] = QMM_TABLE(q4r_tile, QType::kQ4_0R);
 #undef QMM_TABLE
 #undef QMM_ROW
 
@@ -267,18 +324,27 @@ void run_kquant(const Problem& p, int64_t j0, int64_t j1) {
   }
 }
 
-// Q4_0 with many activation rows: each panel unpacked once to Q8_0 blocks (the nibbles minus 8 as
+// Q4_0 / Q4_0R with many activation rows: each panel unpacked once to Q8_0 blocks (the nibbles minus 8 as
 // int8, same scales), then the Q8_0 tiles, whose inner loop needs no nibble unpacking per row
 // tile. Decode (few rows) stays on the Q4_0 tiles, which read half the bytes.
 constexpr int64_t kQ4AsQ8MinRows = 16;
 
-void unpack_q4_0_row(const uint8_t* src, int64_t blocks, uint8_t* dst) {
+// Block b's fp16 scale and 16 quant bytes in a Q4_0 (or, with `regrouped`, Q4_0R) row.
+inline const uint8_t* q4_scale(const uint8_t* row, int64_t b, bool regrouped) {
+  return regrouped ? row + b / 4 * int64_t{sizeof(quant::BlockQ4_0x4)} + 2 * (b % 4)
+                   : row + b * int64_t{sizeof(quant::BlockQ4_0)};
+}
+inline const uint8_t* q4_quants(const uint8_t* row, int64_t b, bool regrouped) {
+  return regrouped ? row + b / 4 * int64_t{sizeof(quant::BlockQ4_0x4)} + 8 + 16 * (b % 4)
+                   : row + b * int64_t{sizeof(quant::BlockQ4_0)} + 2;
+}
+
+void unpack_q4_0_row(const uint8_t* src, int64_t blocks, bool regrouped, uint8_t* dst) {
   const __m128i low = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
   for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* s = src + b * int64_t{sizeof(quant::BlockQ4_0)};
     uint8_t* d = dst + b * int64_t{sizeof(quant::BlockQ8_0)};
-    std::memcpy(d, s, 2);  // the fp16 scale
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 2));
+    std::memcpy(d, q4_scale(src, b, regrouped), 2);  // the fp16 scale
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q4_quants(src, b, regrouped)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 2), _mm_sub_epi8(_mm_and_si128(q, low), eight));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 18), _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), low), eight));
   }
@@ -293,19 +359,24 @@ void run_q4_0_as_q8_0(const Problem& p, int64_t j0, int64_t j1) {
   panel.resize(static_cast<size_t>(kPanel * q.w_row_bytes));
   for (int64_t jp = j0; jp < j1; jp += kPanel) {
     const int64_t je = std::min(j1, jp + kPanel);
-    for (int64_t j = jp; j < je; ++j) unpack_q4_0_row(p.w + j * p.w_row_bytes, blocks, panel.data() + (j - jp) * q.w_row_bytes);
+    for (int64_t j = jp; j < je; ++j) {
+      unpack_q4_0_row(p.w + j * p.w_row_bytes, blocks, p.type == QType::kQ4_0R, panel.data() + (j - jp) * q.w_row_bytes);
+    }
     run_panel(q, kQ8Tiles, panel.data(), jp, je);
   }
 }
 
 void block(const Problem& p, int64_t j0, int64_t j1) {
-  if (p.type == QType::kQ4_0 && p.rows >= kQ4AsQ8MinRows) return run_q4_0_as_q8_0(p, j0, j1);
+  if ((p.type == QType::kQ4_0 || p.type == QType::kQ4_0R) && p.rows >= kQ4AsQ8MinRows) {
+    return run_q4_0_as_q8_0(p, j0, j1);
+  }
   switch (p.type) {
     case QType::kF32: run(p, kF32Tiles, j0, j1); return;
     case QType::kF16: run(p, kF16Tiles, j0, j1); return;
     case QType::kBF16: run(p, kBF16Tiles, j0, j1); return;
     case QType::kQ8_0: run(p, kQ8Tiles, j0, j1); return;
     case QType::kQ4_0: run(p, kQ4Tiles, j0, j1); return;
+    case QType::kQ4_0R: run(p, kQ4RTiles, j0, j1); return;
     case QType::kQ4_K: case QType::kQ6_K: run_kquant(p, j0, j1); return;
   }
 }

@@ -44,7 +44,7 @@ const Kernels& avx2_qmm_kernels();    // only where the CPU has AVX2, FMA and F1
 const Kernels& avx512_qmm_kernels();  // only where it has AVX-512 F/DQ/BW/VL and VNNI
 
 inline bool uses_quantized_activations(quant::QType t) {
-  return t == quant::QType::kQ8_0 || t == quant::QType::kQ4_0;
+  return t == quant::QType::kQ8_0 || t == quant::QType::kQ4_0 || t == quant::QType::kQ4_0R;
 }
 inline bool is_kquant(quant::QType t) {
   return t == quant::QType::kQ4_K || t == quant::QType::kQ6_K;
