@@ -18,7 +18,8 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string shape_string(const std::vector<int64_t>& shape) {
@@ -50,19 +51,22 @@ class ConfigJson {
   }
   Result<bool> bool_or(const std::string& key, bool fallback) const {
     if (!has(key)) return fallback;
-    if (!doc_[key].is_boolean()) return error("\"" + key + "\" must be true or false, got " + doc_[key].dump());
+    if (!doc_[key].is_boolean())
+      return error("\"" + key + "\" must be true or false, got " + doc_[key].dump());
     return doc_[key].get<bool>();
   }
   Result<std::string> string_or(const std::string& key, const std::string& fallback) const {
     if (!has(key)) return fallback;
-    if (!doc_[key].is_string()) return error("\"" + key + "\" must be a string, got " + doc_[key].dump());
+    if (!doc_[key].is_string())
+      return error("\"" + key + "\" must be a string, got " + doc_[key].dump());
     return doc_[key].get<std::string>();
   }
 
   Result<int64_t> positive_value(const std::string& key, const json& v) const {
     if (!v.is_number_integer()) return error("\"" + key + "\" must be an integer, got " + v.dump());
     const int64_t n = v.get<int64_t>();
-    if (n <= 0 || n > (int64_t{1} << 31)) return error("\"" + key + "\" = " + std::to_string(n) + " is out of range");
+    if (n <= 0 || n > (int64_t{1} << 31))
+      return error("\"" + key + "\" = " + std::to_string(n) + " is out of range");
     return n;
   }
   Result<double> number_value(const std::string& key, const json& v) const {
@@ -116,10 +120,13 @@ Status read_rope_scaling(const ConfigJson& cfg, ModelConfig& c) {
     TESSERA_ASSIGN_OR_RETURN(double factor, number("factor", std::nullopt));
     TESSERA_ASSIGN_OR_RETURN(double low, number("low_freq_factor", 1.0));
     TESSERA_ASSIGN_OR_RETURN(double high, number("high_freq_factor", 4.0));
-    if (!rs.contains("original_max_position_embeddings")) return cfg.error("missing \"rope_scaling.original_max_position_embeddings\"");
-    TESSERA_ASSIGN_OR_RETURN(int64_t original, cfg.positive_value("rope_scaling.original_max_position_embeddings",
-                                                                  rs["original_max_position_embeddings"]));
-    if (factor <= 0 || low <= 0 || high <= low) return cfg.error("\"rope_scaling\" llama3 factors are out of range");
+    if (!rs.contains("original_max_position_embeddings"))
+      return cfg.error("missing \"rope_scaling.original_max_position_embeddings\"");
+    TESSERA_ASSIGN_OR_RETURN(int64_t original,
+                             cfg.positive_value("rope_scaling.original_max_position_embeddings",
+                                                rs["original_max_position_embeddings"]));
+    if (factor <= 0 || low <= 0 || high <= low)
+      return cfg.error("\"rope_scaling\" llama3 factors are out of range");
     c.rope_scaling = RopeScaling::kLlama3;
     c.rope_scale_factor = static_cast<float>(factor);
     c.rope_low_freq_factor = static_cast<float>(low);
@@ -127,7 +134,8 @@ Status read_rope_scaling(const ConfigJson& cfg, ModelConfig& c) {
     c.rope_original_context = original;
     return Status();
   }
-  return unimplemented(cfg.where() + "RoPE scaling '" + type + "' is not supported (tessera reads linear and llama3)");
+  return unimplemented(cfg.where() + "RoPE scaling '" + type +
+                       "' is not supported (tessera reads linear and llama3)");
 }
 
 Status read_llama_config(const ConfigJson& cfg, ModelConfig& c) {
@@ -147,12 +155,15 @@ Status read_llama_config(const ConfigJson& cfg, ModelConfig& c) {
   if (cfg.has("head_dim")) {
     TESSERA_ASSIGN_OR_RETURN(int64_t head_dim, cfg.positive("head_dim"));
     if (head_dim * c.heads != c.hidden) {
-      return unimplemented(cfg.where() + "head_dim " + std::to_string(head_dim) + " x " + std::to_string(c.heads) +
-                           " heads differs from hidden_size " + std::to_string(c.hidden) + ", which tessera does not support");
+      return unimplemented(cfg.where() + "head_dim " + std::to_string(head_dim) + " x " +
+                           std::to_string(c.heads) + " heads differs from hidden_size " +
+                           std::to_string(c.hidden) + ", which tessera does not support");
     }
   }
   TESSERA_ASSIGN_OR_RETURN(std::string act, cfg.string_or("hidden_act", "silu"));
-  if (act != "silu") return unimplemented(cfg.where() + "hidden_act '" + act + "' is not supported (LLaMA uses silu)");
+  if (act != "silu")
+    return unimplemented(cfg.where() + "hidden_act '" + act +
+                         "' is not supported (LLaMA uses silu)");
   for (const char* key : {"attention_bias", "mlp_bias"}) {
     TESSERA_ASSIGN_OR_RETURN(bool bias, cfg.bool_or(key, false));
     if (bias) return unimplemented(cfg.where() + std::string(key) + " is not supported");
@@ -176,7 +187,8 @@ Status read_gpt2_config(const ConfigJson& cfg, ModelConfig& c) {
   TESSERA_ASSIGN_OR_RETURN(double eps, cfg.number_or("layer_norm_epsilon", 1e-5));
   c.norm_eps = static_cast<float>(eps);
   TESSERA_ASSIGN_OR_RETURN(c.tied_embeddings, cfg.bool_or("tie_word_embeddings", true));
-  if (!c.tied_embeddings) return unimplemented(cfg.where() + "GPT-2 with an untied LM head is not supported");
+  if (!c.tied_embeddings)
+    return unimplemented(cfg.where() + "GPT-2 with an untied LM head is not supported");
   return Status();
 }
 
@@ -192,11 +204,11 @@ enum class Layout {
 };
 
 struct Wanted {
-  std::string hf_name;               // as in the file (GPT-2: without "transformer.")
+  std::string hf_name;  // as in the file (GPT-2: without "transformer.")
   std::string gguf_name;
-  std::vector<int64_t> shape;        // the HF (row-major) shape expected
+  std::vector<int64_t> shape;  // the HF (row-major) shape expected
   Layout layout = Layout::kAsIs;
-  int64_t heads = 0;                 // kRopeRows
+  int64_t heads = 0;  // kRopeRows
 };
 
 std::vector<Wanted> llama_tensors(const ModelConfig& c) {
@@ -204,10 +216,16 @@ std::vector<Wanted> llama_tensors(const ModelConfig& c) {
   std::vector<Wanted> t;
   t.push_back({"model.embed_tokens.weight", "token_embd.weight", {c.vocab_size, h}});
   for (int64_t l = 0; l < c.layers; ++l) {
-    const std::string hf = "model.layers." + std::to_string(l) + ".", g = "blk." + std::to_string(l) + ".";
+    const std::string hf = "model.layers." + std::to_string(l) + ".",
+                      g = "blk." + std::to_string(l) + ".";
     t.push_back({hf + "input_layernorm.weight", g + "attn_norm.weight", {h}});
-    t.push_back({hf + "self_attn.q_proj.weight", g + "attn_q.weight", {h, h}, Layout::kRopeRows, c.heads});
-    t.push_back({hf + "self_attn.k_proj.weight", g + "attn_k.weight", {kv, h}, Layout::kRopeRows, c.kv_heads});
+    t.push_back(
+        {hf + "self_attn.q_proj.weight", g + "attn_q.weight", {h, h}, Layout::kRopeRows, c.heads});
+    t.push_back({hf + "self_attn.k_proj.weight",
+                 g + "attn_k.weight",
+                 {kv, h},
+                 Layout::kRopeRows,
+                 c.kv_heads});
     t.push_back({hf + "self_attn.v_proj.weight", g + "attn_v.weight", {kv, h}});
     t.push_back({hf + "self_attn.o_proj.weight", g + "attn_output.weight", {h, h}});
     t.push_back({hf + "post_attention_layernorm.weight", g + "ffn_norm.weight", {h}});
@@ -248,7 +266,8 @@ std::vector<Wanted> gpt2_tensors(const ModelConfig& c) {
 
 // Buffers and duplicates that checkpoints carry and the graph does not need.
 bool ignorable(const std::string& name, const ModelConfig& c) {
-  if (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias")) return c.arch == Architecture::kGpt2;
+  if (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias"))
+    return c.arch == Architecture::kGpt2;
   if (ends_with(name, "rotary_emb.inv_freq")) return true;
   return name == "lm_head.weight" && c.tied_embeddings;  // a saved copy of the tied embedding
 }
@@ -258,7 +277,8 @@ void convert_layout(const Wanted& w, int64_t eb, const uint8_t* src, uint8_t* ds
   if (w.layout == Layout::kTranspose) {
     const int64_t in = w.shape[0], out = w.shape[1];  // src [in][out] -> dst [out][in]
     for (int64_t i = 0; i < in; ++i) {
-      for (int64_t o = 0; o < out; ++o) std::memcpy(dst + (o * in + i) * eb, src + (i * out + o) * eb, eb);
+      for (int64_t o = 0; o < out; ++o)
+        std::memcpy(dst + (o * in + i) * eb, src + (i * out + o) * eb, eb);
     }
     return;
   }
@@ -268,7 +288,8 @@ void convert_layout(const Wanted& w, int64_t eb, const uint8_t* src, uint8_t* ds
   for (int64_t h = 0; h < w.heads; ++h) {
     for (int64_t j = 0; j < half; ++j) {
       for (int64_t p = 0; p < 2; ++p) {
-        std::memcpy(dst + (h * hd + 2 * j + p) * row_bytes, src + (h * hd + p * half + j) * row_bytes, row_bytes);
+        std::memcpy(dst + (h * hd + 2 * j + p) * row_bytes,
+                    src + (h * hd + p * half + j) * row_bytes, row_bytes);
       }
     }
   }
@@ -283,7 +304,8 @@ Result<ModelWeight> convert(const Wanted& w, const std::string& stored_name, con
   const SafetensorsFile::Entry& e = *at.entry;
   const std::string where = at.file->path() + ": tensor '" + stored_name + "'";
   if (e.shape != w.shape) {
-    return invalid_argument(where + " has shape " + shape_string(e.shape) + ", but config.json means " + shape_string(w.shape));
+    return invalid_argument(where + " has shape " + shape_string(e.shape) +
+                            ", but config.json means " + shape_string(w.shape));
   }
   // GGUF dims: the contiguous (reduction) dim first.
   std::vector<int64_t> dims;
@@ -294,8 +316,10 @@ Result<ModelWeight> convert(const Wanted& w, const std::string& stored_name, con
   } else {
     dims = {w.shape[1], w.shape[0]};
   }
-  if (w.layout == Layout::kRopeRows && (w.shape[0] % w.heads != 0 || (w.shape[0] / w.heads) % 2 != 0)) {
-    return invalid_argument(where + ": rows do not split into " + std::to_string(w.heads) + " heads of even size");
+  if (w.layout == Layout::kRopeRows &&
+      (w.shape[0] % w.heads != 0 || (w.shape[0] / w.heads) % 2 != 0)) {
+    return invalid_argument(where + ": rows do not split into " + std::to_string(w.heads) +
+                            " heads of even size");
   }
   auto weight = make_weight(e.type, dims, [&](void* dst) -> Status {
     if (w.layout == Layout::kAsIs || w.shape.size() == 1) return at.file->read(e, dst);
@@ -321,7 +345,8 @@ Result<ModelConfig> config_from_hf_json(const std::string& config_json_path) {
   } else if (type == "gpt2") {
     TESSERA_RETURN_IF_ERROR(read_gpt2_config(cfg, c));
   } else {
-    return unimplemented(config_json_path + ": model_type '" + type + "' is not supported (tessera reads llama, mistral and gpt2)");
+    return unimplemented(config_json_path + ": model_type '" + type +
+                         "' is not supported (tessera reads llama, mistral and gpt2)");
   }
   TESSERA_ASSIGN_OR_RETURN(c.name, cfg.string_or("_name_or_path", type));
   if (c.name.empty()) c.name = type;
@@ -329,7 +354,8 @@ Result<ModelConfig> config_from_hf_json(const std::string& config_json_path) {
   return c;
 }
 
-Result<WeightMap> weights_from_safetensors(const std::vector<std::string>& shards, const ModelConfig& config) {
+Result<WeightMap> weights_from_safetensors(const std::vector<std::string>& shards,
+                                           const ModelConfig& config) {
   if (shards.empty()) return invalid_argument("no safetensors files");
   std::vector<std::unique_ptr<SafetensorsFile>> files;
   std::map<std::string, Located> by_name;
@@ -337,7 +363,8 @@ Result<WeightMap> weights_from_safetensors(const std::vector<std::string>& shard
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> f, SafetensorsFile::open(path));
     for (const SafetensorsFile::Entry& e : f->tensors()) {
       if (!by_name.emplace(e.name, Located{f.get(), &e}).second) {
-        return invalid_argument(path + ": tensor '" + e.name + "' is also in " + by_name[e.name].file->path());
+        return invalid_argument(path + ": tensor '" + e.name + "' is also in " +
+                                by_name[e.name].file->path());
       }
     }
     files.push_back(std::move(f));
@@ -345,7 +372,8 @@ Result<WeightMap> weights_from_safetensors(const std::vector<std::string>& shard
   const bool gpt2 = config.arch == Architecture::kGpt2;
   // GPT2LMHeadModel checkpoints name the tensors "transformer.h.0...", GPT2Model ones "h.0...".
   auto stored_name = [&](const std::string& hf) {
-    if (gpt2 && !by_name.count(hf) && by_name.count("transformer." + hf)) return "transformer." + hf;
+    if (gpt2 && !by_name.count(hf) && by_name.count("transformer." + hf))
+      return "transformer." + hf;
     return hf;
   };
   WeightMap weights;
@@ -354,7 +382,8 @@ Result<WeightMap> weights_from_safetensors(const std::vector<std::string>& shard
     const std::string name = stored_name(w.hf_name);
     auto it = by_name.find(name);
     if (it == by_name.end()) {
-      return not_found(shards[0] + (shards.size() > 1 ? " (and the other shards)" : "") + ": no tensor '" + w.hf_name + "'");
+      return not_found(shards[0] + (shards.size() > 1 ? " (and the other shards)" : "") +
+                       ": no tensor '" + w.hf_name + "'");
     }
     TESSERA_ASSIGN_OR_RETURN(ModelWeight mw, convert(w, name, it->second));
     weights.emplace(w.gguf_name, std::move(mw));
@@ -375,7 +404,8 @@ bool is_hf_model_path(const std::string& path) {
   return ends_with(path, ".safetensors") || fs::is_directory(path, ec);
 }
 
-Result<std::unique_ptr<LanguageModel>> load_hf_model(const std::string& dir, const ModelOptions& opts) {
+Result<std::unique_ptr<LanguageModel>> load_hf_model(const std::string& dir,
+                                                     const ModelOptions& opts) {
   std::error_code ec;
   fs::path folder(dir);
   if (ends_with(dir, ".safetensors")) {
@@ -384,7 +414,8 @@ Result<std::unique_ptr<LanguageModel>> load_hf_model(const std::string& dir, con
   }
   if (folder.empty()) folder = ".";
   if (!fs::is_directory(folder, ec)) return not_found(dir + ": not a model folder");
-  TESSERA_ASSIGN_OR_RETURN(ModelConfig config, config_from_hf_json((folder / "config.json").string()));
+  TESSERA_ASSIGN_OR_RETURN(ModelConfig config,
+                           config_from_hf_json((folder / "config.json").string()));
   TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> shards, safetensors_shards(folder.string()));
   TESSERA_ASSIGN_OR_RETURN(WeightMap weights, weights_from_safetensors(shards, config));
   std::optional<TokenizerVocab> vocab;
@@ -393,7 +424,8 @@ Result<std::unique_ptr<LanguageModel>> load_hf_model(const std::string& dir, con
     TESSERA_ASSIGN_OR_RETURN(TokenizerVocab v, load_hf_tokenizer_json(tokenizer.string()));
     if (static_cast<int64_t>(v.tokens.size()) > config.vocab_size) {
       return invalid_argument(tokenizer.string() + ": " + std::to_string(v.tokens.size()) +
-                              " tokens, more than config.json's vocab_size " + std::to_string(config.vocab_size));
+                              " tokens, more than config.json's vocab_size " +
+                              std::to_string(config.vocab_size));
     }
     vocab = std::move(v);
   }

@@ -30,11 +30,13 @@ Result<ModelConfig> config_from_hf_json(const std::string& config_json_path);
 // Every tensor of `config`'s architecture from the shards, renamed, converted and checked
 // against the config. Tensors the graph would not use (other than known buffers such as GPT-2's
 // attn.bias) are an error rather than silently dropped.
-Result<WeightMap> weights_from_safetensors(const std::vector<std::string>& shards, const ModelConfig& config);
+Result<WeightMap> weights_from_safetensors(const std::vector<std::string>& shards,
+                                           const ModelConfig& config);
 
 // `dir`: the model folder (a path to one of its .safetensors files stands for its folder).
 // tokenizer.json, when there, becomes the model's tokenizer; else it has none.
-Result<std::unique_ptr<LanguageModel>> load_hf_model(const std::string& dir, const ModelOptions& opts);
+Result<std::unique_ptr<LanguageModel>> load_hf_model(const std::string& dir,
+                                                     const ModelOptions& opts);
 
 // Whether `path` names a Hugging Face model for load_hf_model: a directory, or a path ending in
 // ".safetensors" (anything else is taken for a GGUF file).

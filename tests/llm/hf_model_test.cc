@@ -2,6 +2,8 @@
 // random weights are written out the way transformers stores them (q/k rows in HF's rotate-half
 // order, GPT-2's Conv1D transposed), loaded back with load_hf_model, and must give the logits of
 // LanguageModel::create on the originals. Bad configs and tensors fail naming the key or tensor.
+#include "llm/hf_model.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,7 +13,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "llm/hf_model.h"
 #include "llm/language_model.h"
 #include "llm/model_writer.h"
 
@@ -23,7 +24,8 @@ using json = nlohmann::ordered_json;
 class TempDir {
  public:
   explicit TempDir(const std::string& name)
-      : path_(fs::temp_directory_path() / ("tessera_hf_model_" + std::to_string(getpid()) + "_" + name)) {
+      : path_(fs::temp_directory_path() /
+              ("tessera_hf_model_" + std::to_string(getpid()) + "_" + name)) {
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -60,13 +62,26 @@ ModelConfig gpt2_config() {
 
 json config_json(const ModelConfig& c) {
   if (c.arch == Architecture::kGpt2) {
-    return {{"model_type", "gpt2"}, {"n_embd", c.hidden}, {"n_layer", c.layers}, {"n_head", c.heads},
-            {"n_positions", c.context_length}, {"vocab_size", c.vocab_size}, {"layer_norm_epsilon", 1e-5}};
+    return {{"model_type", "gpt2"},
+            {"n_embd", c.hidden},
+            {"n_layer", c.layers},
+            {"n_head", c.heads},
+            {"n_positions", c.context_length},
+            {"vocab_size", c.vocab_size},
+            {"layer_norm_epsilon", 1e-5}};
   }
-  return {{"model_type", "llama"}, {"hidden_size", c.hidden}, {"intermediate_size", c.ffn_hidden},
-          {"num_hidden_layers", c.layers}, {"num_attention_heads", c.heads}, {"num_key_value_heads", c.kv_heads},
-          {"rms_norm_eps", 1e-5}, {"rope_theta", 10000.0}, {"max_position_embeddings", c.context_length},
-          {"vocab_size", c.vocab_size}, {"tie_word_embeddings", c.tied_embeddings}, {"rope_scaling", nullptr}};
+  return {{"model_type", "llama"},
+          {"hidden_size", c.hidden},
+          {"intermediate_size", c.ffn_hidden},
+          {"num_hidden_layers", c.layers},
+          {"num_attention_heads", c.heads},
+          {"num_key_value_heads", c.kv_heads},
+          {"rms_norm_eps", 1e-5},
+          {"rope_theta", 10000.0},
+          {"max_position_embeddings", c.context_length},
+          {"vocab_size", c.vocab_size},
+          {"tie_word_embeddings", c.tied_embeddings},
+          {"rope_scaling", nullptr}};
 }
 
 // One tensor as transformers saves it.
@@ -80,10 +95,14 @@ struct HfTensor {
 // GGUF name -> the HF name (written separately from the loader's table).
 std::string hf_name(const ModelConfig& c, const std::string& gguf) {
   static const std::map<std::string, std::string> llama = {
-      {"attn_norm.weight", "input_layernorm.weight"},     {"attn_q.weight", "self_attn.q_proj.weight"},
-      {"attn_k.weight", "self_attn.k_proj.weight"},       {"attn_v.weight", "self_attn.v_proj.weight"},
-      {"attn_output.weight", "self_attn.o_proj.weight"},  {"ffn_norm.weight", "post_attention_layernorm.weight"},
-      {"ffn_gate.weight", "mlp.gate_proj.weight"},        {"ffn_up.weight", "mlp.up_proj.weight"},
+      {"attn_norm.weight", "input_layernorm.weight"},
+      {"attn_q.weight", "self_attn.q_proj.weight"},
+      {"attn_k.weight", "self_attn.k_proj.weight"},
+      {"attn_v.weight", "self_attn.v_proj.weight"},
+      {"attn_output.weight", "self_attn.o_proj.weight"},
+      {"ffn_norm.weight", "post_attention_layernorm.weight"},
+      {"ffn_gate.weight", "mlp.gate_proj.weight"},
+      {"ffn_up.weight", "mlp.up_proj.weight"},
       {"ffn_down.weight", "mlp.down_proj.weight"}};
   static const std::map<std::string, std::string> gpt2 = {
       {"attn_norm", "ln_1"}, {"attn_qkv", "attn.c_attn"}, {"attn_output", "attn.c_proj"},
@@ -97,20 +116,26 @@ std::string hf_name(const ModelConfig& c, const std::string& gguf) {
     return "transformer.h." + layer + "." + gpt2.at(rest.substr(0, d)) + rest.substr(d);
   }
   if (is_gpt2) {
-    const std::map<std::string, std::string> top = {{"token_embd.weight", "wte.weight"}, {"position_embd.weight", "wpe.weight"},
-                                                    {"output_norm.weight", "ln_f.weight"}, {"output_norm.bias", "ln_f.bias"}};
+    const std::map<std::string, std::string> top = {{"token_embd.weight", "wte.weight"},
+                                                    {"position_embd.weight", "wpe.weight"},
+                                                    {"output_norm.weight", "ln_f.weight"},
+                                                    {"output_norm.bias", "ln_f.bias"}};
     return "transformer." + top.at(gguf);
   }
-  const std::map<std::string, std::string> top = {{"token_embd.weight", "model.embed_tokens.weight"},
-                                                  {"output_norm.weight", "model.norm.weight"}, {"output.weight", "lm_head.weight"}};
+  const std::map<std::string, std::string> top = {
+      {"token_embd.weight", "model.embed_tokens.weight"},
+      {"output_norm.weight", "model.norm.weight"},
+      {"output.weight", "lm_head.weight"}};
   return top.at(gguf);
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// The model's random weights in GGUF naming (for create) and in HF naming and layout (for the file).
+// The model's random weights in GGUF naming (for create) and in HF naming and layout (for the
+// file).
 struct TwoForms {
   WeightMap gguf;
   std::vector<HfTensor> hf;
@@ -133,23 +158,27 @@ TwoForms make_weights(const ModelConfig& c, quant::QType type, uint64_t seed) {
     HfTensor h{hf_name(c, t.name), eb == 4 ? "F32" : "F16", {}, gguf};
     const bool matrix = t.dims.size() == 2;
     const bool conv1d = c.arch == Architecture::kGpt2 && matrix && t.name.rfind("blk.", 0) == 0;
-    const bool rope_rows = c.arch == Architecture::kLlama && (ends_with(t.name, "attn_q.weight") || ends_with(t.name, "attn_k.weight"));
+    const bool rope_rows = c.arch == Architecture::kLlama && (ends_with(t.name, "attn_q.weight") ||
+                                                              ends_with(t.name, "attn_k.weight"));
     if (!matrix) {
       h.shape = {cols};
     } else if (conv1d) {
       // Conv1D stores [in, out]: element (i, o) = GGUF row o, column i.
       h.shape = {cols, rows};
       for (int64_t i = 0; i < cols; ++i)
-        for (int64_t o = 0; o < rows; ++o) std::memcpy(&h.bytes[(i * rows + o) * eb], &gguf[(o * cols + i) * eb], eb);
+        for (int64_t o = 0; o < rows; ++o)
+          std::memcpy(&h.bytes[(i * rows + o) * eb], &gguf[(o * cols + i) * eb], eb);
     } else {
       h.shape = {rows, cols};
       if (rope_rows) {
-        // HF order: row p * half + j of a head is GGUF's row 2j + p (the inverse of llama.cpp's permute).
+        // HF order: row p * half + j of a head is GGUF's row 2j + p (the inverse of llama.cpp's
+        // permute).
         const int64_t hd = c.head_dim(), half = hd / 2;
         for (int64_t head = 0; head < rows / hd; ++head)
           for (int64_t j = 0; j < half; ++j)
             for (int64_t p = 0; p < 2; ++p)
-              std::memcpy(&h.bytes[(head * hd + p * half + j) * cols * eb], &gguf[(head * hd + 2 * j + p) * cols * eb], cols * eb);
+              std::memcpy(&h.bytes[(head * hd + p * half + j) * cols * eb],
+                          &gguf[(head * hd + 2 * j + p) * cols * eb], cols * eb);
       }
     }
     out.hf.push_back(std::move(h));
@@ -165,7 +194,9 @@ void write_safetensors(const fs::path& path, const std::vector<HfTensor>& tensor
   json header = json::object();
   uint64_t offset = 0;
   for (const HfTensor& t : tensors) {
-    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
+    header[t.name] = {{"dtype", t.dtype},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + t.bytes.size()}}};
     offset += t.bytes.size();
   }
   header["__metadata__"] = {{"format", "pt"}};
@@ -175,7 +206,9 @@ void write_safetensors(const fs::path& path, const std::vector<HfTensor>& tensor
   const uint64_t n = text.size();
   out.write(reinterpret_cast<const char*>(&n), 8);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (const HfTensor& t : tensors) out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+  for (const HfTensor& t : tensors)
+    out.write(reinterpret_cast<const char*>(t.bytes.data()),
+              static_cast<std::streamsize>(t.bytes.size()));
 }
 
 void write_text(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
@@ -202,7 +235,8 @@ double relative_error(const Tensor& a, const Tensor& b) {
   return diff / std::max(scale, 1e-30);
 }
 
-void expect_folder_matches_weights(const ModelConfig& c, quant::QType type, const std::string& name) {
+void expect_folder_matches_weights(const ModelConfig& c, quant::QType type,
+                                   const std::string& name) {
   TempDir dir(name);
   TwoForms w = make_weights(c, type, 11);
   write_folder(dir.path(), config_json(c), w.hf);
@@ -252,8 +286,11 @@ TEST(HfModel, ConfigReadsDefaultsAndRopeScaling) {
   j.erase("num_key_value_heads");
   j.erase("rope_theta");
   j["model_type"] = "mistral";
-  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
-                       {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}};
+  j["rope_scaling"] = {{"rope_type", "llama3"},
+                       {"factor", 8.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 64}};
   auto c = config_of(j, "defaults");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->kv_heads, 4);
@@ -282,20 +319,24 @@ TEST(HfModel, BadConfigsFailNamingTheKey) {
   auto c = config_of(j, "missing");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(c.status().message().find("missing \"hidden_size\""), std::string::npos) << c.status().to_string();
+  EXPECT_NE(c.status().message().find("missing \"hidden_size\""), std::string::npos)
+      << c.status().to_string();
 
   j = config_json(llama_config());
   j["num_hidden_layers"] = "2";
   c = config_of(j, "mistyped");
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("\"num_hidden_layers\" must be an integer"), std::string::npos) << c.status().to_string();
+  EXPECT_NE(c.status().message().find("\"num_hidden_layers\" must be an integer"),
+            std::string::npos)
+      << c.status().to_string();
 
   j = config_json(llama_config());
   j["model_type"] = "bert";
   c = config_of(j, "bert");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(c.status().message().find("model_type 'bert'"), std::string::npos) << c.status().to_string();
+  EXPECT_NE(c.status().message().find("model_type 'bert'"), std::string::npos)
+      << c.status().to_string();
 
   j = config_json(llama_config());
   j["head_dim"] = 32;
@@ -315,7 +356,8 @@ TEST(HfModel, BadConfigsFailNamingTheKey) {
 }
 
 // Loads a llama folder whose tensors `edit` changed; returns the error.
-Status load_edited(const std::string& name, const std::function<void(std::vector<HfTensor>&)>& edit) {
+Status load_edited(const std::string& name,
+                   const std::function<void(std::vector<HfTensor>&)>& edit) {
   TempDir dir(name);
   const ModelConfig c = llama_config();
   TwoForms w = make_weights(c, quant::QType::kF32, 3);
@@ -336,7 +378,9 @@ TEST(HfModel, BadTensorsFailNamingTheTensor) {
     }
   });
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("'" + k + "' has shape [64, 64], but config.json means [32, 64]"), std::string::npos) << s.to_string();
+  EXPECT_NE(s.message().find("'" + k + "' has shape [64, 64], but config.json means [32, 64]"),
+            std::string::npos)
+      << s.to_string();
 
   s = load_edited("missing_tensor", [](std::vector<HfTensor>& t) {
     std::erase_if(t, [](const HfTensor& x) { return x.name == "model.norm.weight"; });
@@ -345,10 +389,12 @@ TEST(HfModel, BadTensorsFailNamingTheTensor) {
   EXPECT_NE(s.message().find("'model.norm.weight'"), std::string::npos) << s.to_string();
 
   s = load_edited("unused_tensor", [](std::vector<HfTensor>& t) {
-    t.push_back({"model.layers.0.self_attn.q_proj.bias", "F32", {64}, std::vector<uint8_t>(256, 0)});
+    t.push_back(
+        {"model.layers.0.self_attn.q_proj.bias", "F32", {64}, std::vector<uint8_t>(256, 0)});
   });
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(s.message().find("'model.layers.0.self_attn.q_proj.bias'"), std::string::npos) << s.to_string();
+  EXPECT_NE(s.message().find("'model.layers.0.self_attn.q_proj.bias'"), std::string::npos)
+      << s.to_string();
 
   TempDir empty("empty");
   auto m = load_hf_model(empty.path().string(), small_options());
