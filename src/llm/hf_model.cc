@@ -152,6 +152,12 @@ Status read_llama_config(const ConfigJson& cfg, ModelConfig& c) {
   c.norm_eps = static_cast<float>(eps);
   c.rope_theta = static_cast<float>(theta);
   TESSERA_ASSIGN_OR_RETURN(c.tied_embeddings, cfg.bool_or("tie_word_embeddings", false));
+  // Sliding-window attention (Mistral): tessera attends to the whole sequence, which is the same
+  // up to the window's length, so the context stops there.
+  if (cfg.has("sliding_window")) {
+    TESSERA_ASSIGN_OR_RETURN(int64_t window, cfg.positive("sliding_window"));
+    c.context_length = std::min(c.context_length, window);
+  }
   if (cfg.has("head_dim")) {
     TESSERA_ASSIGN_OR_RETURN(int64_t head_dim, cfg.positive("head_dim"));
     if (head_dim * c.heads != c.hidden) {

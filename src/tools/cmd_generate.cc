@@ -37,7 +37,7 @@ int run_generate(const GenerateCliOptions& o) {
   llm::LanguageModel& m = **model;
   const llm::Tokenizer* tok = m.tokenizer();
   if (!tok) {
-    std::fprintf(stderr, "error: %s has no tokenizer (tokenizer.ggml.* metadata)\n", o.model.c_str());
+    std::fprintf(stderr, "error: %s has no tokenizer (GGUF tokenizer.ggml.* metadata, or tokenizer.json in a model folder)\n", o.model.c_str());
     return 1;
   }
   std::vector<int32_t> prompt = tok->encode(o.prompt, !o.no_bos, false);
