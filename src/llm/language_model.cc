@@ -84,6 +84,11 @@ Result<std::unique_ptr<LanguageModel>> LanguageModel::create(const ModelConfig& 
   return m;
 }
 
+void LanguageModel::set_profile(bool on) {
+  profile_ = on;
+  session_->set_profile(on);
+}
+
 Result<Tensor> LanguageModel::step(const std::vector<StepSequence>& batch) {
   if (batch.empty()) return invalid_argument("an empty step");
   int64_t total = 0, rows = 0;
@@ -142,6 +147,16 @@ Result<Tensor> LanguageModel::step(const std::vector<StepSequence>& batch) {
   inputs["logit_rows"] = logit_rows;
   TESSERA_ASSIGN_OR_RETURN(auto outputs, session_->run(inputs));
   for (const StepSequence& s : batch) s.blocks->length += static_cast<int64_t>(s.tokens.size());
+  if (profile_) {
+    const std::vector<double>& secs = session_->last_run_stats().step_seconds;
+    for (size_t i = 0; i < secs.size(); ++i) {
+      const std::vector<int> nodes = session_->step_nodes(static_cast<int>(i));
+      if (nodes.empty()) continue;
+      OpTime& t = op_times_[session_->graph().node(nodes[0]).op_type];
+      t.seconds += secs[i];
+      ++t.calls;
+    }
+  }
   return outputs.at("logits");
 }
 

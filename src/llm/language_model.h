@@ -60,6 +60,14 @@ class LanguageModel {
   // Fails, changing nothing, when a sequence would exceed the context or the cache is full.
   Result<Tensor> step(const std::vector<StepSequence>& batch);
 
+  // Per-op wall time of the steps run since profiling was turned on (op type -> seconds, calls).
+  void set_profile(bool on);
+  struct OpTime {
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  const std::map<std::string, OpTime>& op_times() const { return op_times_; }
+
  private:
   LanguageModel() = default;
   ModelConfig config_;
@@ -70,6 +78,8 @@ class LanguageModel {
   std::map<std::string, Tensor> cache_inputs_;
   int64_t context_length_ = 0;
   int64_t weight_bytes_ = 0;
+  bool profile_ = false;
+  std::map<std::string, OpTime> op_times_;
 };
 
 }  // namespace tessera::llm

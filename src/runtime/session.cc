@@ -109,7 +109,9 @@ Result<std::map<std::string, Tensor>> Session::run(const std::map<std::string, T
     if (!ordered[i].defined()) return invalid_argument("missing input '" + g.value(g.inputs()[i]).name + "'");
   }
   buffers_.reset_peak();
+  const bool profile = stats_.profile;
   stats_ = RunStats();
+  stats_.profile = profile;
   TESSERA_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, executor_->run(ordered, {}, buffers_, pool_.get(), stats_));
   std::map<std::string, Tensor> out;
   for (size_t i = 0; i < outputs.size(); ++i) {

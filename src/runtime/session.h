@@ -53,6 +53,10 @@ class Session {
   // Runs the graph. Every graph input must be given (dtype and known dims are checked).
   Result<std::map<std::string, Tensor>> run(const std::map<std::string, Tensor>& inputs);
   const RunStats& last_run_stats() const { return stats_; }
+  // With profiling on, every run records each step's wall time (last_run_stats().step_seconds).
+  void set_profile(bool on) { stats_.profile = on; }
+  // The nodes step i runs.
+  std::vector<int> step_nodes(int i) const { return executor_->step_nodes(i); }
 
  private:
   Session() = default;

@@ -1,6 +1,7 @@
 // `tessera generate MODEL.gguf --prompt TEXT`: streams a continuation and reports prompt and
 // decode speed.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -21,7 +22,23 @@ struct GenerateCliOptions {
   int64_t context = 0;
   bool no_bos = false;
   bool json = false;
+  bool profile = false;
 };
+
+// Wall time per op type over the whole generation, most expensive first (stderr).
+void print_profile(const llm::LanguageModel& m, double total_seconds) {
+  std::vector<std::pair<std::string, llm::LanguageModel::OpTime>> rows(m.op_times().begin(), m.op_times().end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  double sum = 0;
+  for (const auto& r : rows) sum += r.second.seconds;
+  std::fprintf(stderr, "%-16s %10s %8s %8s\n", "op", "seconds", "share", "calls");
+  for (const auto& [op, t] : rows) {
+    std::fprintf(stderr, "%-16s %10.4f %7.1f%% %8lld\n", op.c_str(), t.seconds, 100.0 * t.seconds / std::max(sum, 1e-12),
+                 static_cast<long long>(t.calls));
+  }
+  std::fprintf(stderr, "%-16s %10.4f (of %.4f s in generate: the rest is the executor, sampling and streaming)\n", "all ops", sum,
+               total_seconds);
+}
 
 int run_generate(const GenerateCliOptions& o) {
   llm::ModelOptions mopts;
@@ -45,6 +62,7 @@ int run_generate(const GenerateCliOptions& o) {
     std::fprintf(stderr, "error: the prompt is empty and the model adds no BOS token: give --prompt\n");
     return 1;
   }
+  if (o.profile) m.set_profile(true);
   llm::StreamDecoder stream(*tok);
   auto on_token = [&](int32_t id) {
     if (!o.json) {
@@ -63,6 +81,7 @@ int run_generate(const GenerateCliOptions& o) {
     std::fprintf(stderr, "\nerror: %s\n", r.status().to_string().c_str());
     return 1;
   }
+  if (o.profile) print_profile(m, r->prompt_seconds + r->decode_seconds);
   if (o.json) {
     nlohmann::json j;
     j["model"] = o.model;
@@ -111,6 +130,7 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   sub->add_option("--backend", o->backend, "Where the graph runs: native (default) or ref (reference kernels)")->capture_default_str();
   sub->add_flag("--no-bos", o->no_bos, "Do not prepend the BOS token");
   sub->add_flag("--ignore-eos", [o](int64_t) { o->gen.stop_at_end_of_generation = false; }, "Keep generating past end-of-generation tokens");
+  sub->add_flag("--profile", o->profile, "Print the wall time per op type (stderr)");
   sub->add_flag("--json", o->json, "Print one JSON object (text, token ids, timings) instead of streaming");
   sub->callback([o, &exit_code] { exit_code = run_generate(*o); });
 }
