@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks (what `make bench` runs):
 #   bench/run.sh BUILD_DIR
-# Suites (BENCH_SUITES, default "ocr backends"):
+# Suites (BENCH_SUITES, default "ocr backends llm"):
 #   ocr       OCR model latency: tessera (each backend in BENCH_OCR_BACKENDS, default all, with
 #             `tessera run --backend NAME`) next to ONNX Runtime (CPU) at the same
 #             thread count. Writes bench/results/ocr-<time>.json and prints a table with the ratio
@@ -11,13 +11,17 @@
 #             elementwise chains, as a fraction of this machine's measured peak (tessera_backend_bench).
 #             Writes BUILD_DIR/bench/results/backends.json. Environment: BENCH_BACKEND_THREADS
 #             (default 2), BENCH_BACKEND_ARGS (more flags, e.g. "--quick --filter matmul").
+#   llm       TinyLlama-shaped random-weight models (q4_0, q8_0, f16): decode and 512-token prefill
+#             next to llama.cpp's llama-bench, decode as a fraction of the memory roofline, peak
+#             memory (bench/llm_bench.sh; BENCH_LLM_ARGS for its flags). Writes
+#             BUILD_DIR/bench/results/llm.json.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${1:-build}"
 TESSERA="$BUILD_DIR/tessera"
 BACKEND_BENCH="$BUILD_DIR/bench/tessera_backend_bench"
-SUITES="${BENCH_SUITES:-ocr backends}"
+SUITES="${BENCH_SUITES:-ocr backends llm}"
 
 die() {
   echo "bench: error: $*" >&2
@@ -43,6 +47,10 @@ for suite in $SUITES; do
       "$BACKEND_BENCH" --threads "${BENCH_BACKEND_THREADS:-2}" --model "$ROOT/models/ch_PP-OCRv4_det_infer.onnx" \
         --json "$BUILD_DIR/bench/results/backends.json" ${BENCH_BACKEND_ARGS:-}
       ;;
-    *) die "unknown suite '$suite' in BENCH_SUITES (ocr, backends)" ;;
+    llm)
+      # shellcheck disable=SC2086  # BENCH_LLM_ARGS is a list of flags
+      TESSERA="$TESSERA" bash "$ROOT/bench/llm_bench.sh" ${BENCH_LLM_ARGS:-}
+      ;;
+    *) die "unknown suite '$suite' in BENCH_SUITES (ocr, backends, llm)" ;;
   esac
 done
