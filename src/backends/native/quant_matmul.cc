@@ -141,6 +141,27 @@ const qmm::Kernels& kernels_for(Isa isa) {
 
 namespace qmm {
 const Kernels& scalar_qmm_kernels() { return kScalar; }
+
+int64_t unpack_q4_rows_to_q8_0(const Problem& p, int64_t j0, int64_t j1, uint8_t* dst) {
+  const int64_t blocks = p.k / quant::kQK4_0;
+  const int64_t out_row = blocks * int64_t{sizeof(quant::BlockQ8_0)};
+  const bool regrouped = p.type == QType::kQ4_0R;
+  for (int64_t j = j0; j < j1; ++j) {
+    const uint8_t* row = p.w + j * p.w_row_bytes;
+    auto* out = reinterpret_cast<quant::BlockQ8_0*>(dst + (j - j0) * out_row);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const auto* g = reinterpret_cast<const quant::BlockQ4_0x4*>(row) + b / 4;
+      const auto* q4 = reinterpret_cast<const quant::BlockQ4_0*>(row) + b;
+      out[b].d = regrouped ? g->d[b % 4] : q4->d;
+      const uint8_t* qs = regrouped ? g->qs[b % 4] : q4->qs;
+      for (int i = 0; i < quant::kQK4_0 / 2; ++i) {
+        out[b].qs[i] = static_cast<int8_t>((qs[i] & 15) - 8);
+        out[b].qs[i + quant::kQK4_0 / 2] = static_cast<int8_t>((qs[i] >> 4) - 8);
+      }
+    }
+  }
+  return out_row;
+}
 }  // namespace qmm
 
 bool quant_matmul_isa_runs(Isa isa) {

@@ -201,29 +201,17 @@ void run_kquant(const Problem& p, int64_t j0, int64_t j1) {
   }
 }
 
-// Q4_0R (the AVX-512 kernels' layout): each panel unpacked to Q8_0 blocks (quants minus 8, same
-// scales), then the Q8_0 tiles: the same integer arithmetic as the other paths, if not their speed.
+// Q4_0R (the AVX-512 kernels' layout): each panel unpacked to Q8_0 rows, then the Q8_0 tiles:
+// the same integer arithmetic as the other paths, if not their speed.
 void run_q4_0r(const Problem& p, int64_t j0, int64_t j1) {
-  const int64_t blocks = p.k / quant::kQK4_0;
   Problem q = p;
   q.type = QType::kQ8_0;
-  q.w_row_bytes = blocks * int64_t{sizeof(quant::BlockQ8_0)};
+  q.w_row_bytes = p.k / quant::kQK4_0 * int64_t{sizeof(quant::BlockQ8_0)};
   thread_local std::vector<uint8_t> panel;
   panel.resize(static_cast<size_t>(kPanel * q.w_row_bytes));
   for (int64_t jp = j0; jp < j1; jp += kPanel) {
     const int64_t je = std::min(j1, jp + kPanel);
-    for (int64_t j = jp; j < je; ++j) {
-      const auto* groups = reinterpret_cast<const quant::BlockQ4_0x4*>(p.w + j * p.w_row_bytes);
-      auto* out = reinterpret_cast<quant::BlockQ8_0*>(panel.data() + (j - jp) * q.w_row_bytes);
-      for (int64_t b = 0; b < blocks; ++b) {
-        const quant::BlockQ4_0x4& g = groups[b / 4];
-        out[b].d = g.d[b % 4];
-        for (int i = 0; i < quant::kQK4_0 / 2; ++i) {
-          out[b].qs[i] = static_cast<int8_t>((g.qs[b % 4][i] & 15) - 8);
-          out[b].qs[i + quant::kQK4_0 / 2] = static_cast<int8_t>((g.qs[b % 4][i] >> 4) - 8);
-        }
-      }
-    }
+    unpack_q4_rows_to_q8_0(p, jp, je, panel.data());
     run_panel(q, kQ8Tiles, panel.data(), jp, je);
   }
 }

@@ -329,39 +329,15 @@ void run_kquant(const Problem& p, int64_t j0, int64_t j1) {
 // tile. Decode (few rows) stays on the Q4_0 tiles, which read half the bytes.
 constexpr int64_t kQ4AsQ8MinRows = 16;
 
-// Block b's fp16 scale and 16 quant bytes in a Q4_0 (or, with `regrouped`, Q4_0R) row.
-inline const uint8_t* q4_scale(const uint8_t* row, int64_t b, bool regrouped) {
-  return regrouped ? row + b / 4 * int64_t{sizeof(quant::BlockQ4_0x4)} + 2 * (b % 4)
-                   : row + b * int64_t{sizeof(quant::BlockQ4_0)};
-}
-inline const uint8_t* q4_quants(const uint8_t* row, int64_t b, bool regrouped) {
-  return regrouped ? row + b / 4 * int64_t{sizeof(quant::BlockQ4_0x4)} + 8 + 16 * (b % 4)
-                   : row + b * int64_t{sizeof(quant::BlockQ4_0)} + 2;
-}
-
-void unpack_q4_0_row(const uint8_t* src, int64_t blocks, bool regrouped, uint8_t* dst) {
-  const __m128i low = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
-  for (int64_t b = 0; b < blocks; ++b) {
-    uint8_t* d = dst + b * int64_t{sizeof(quant::BlockQ8_0)};
-    std::memcpy(d, q4_scale(src, b, regrouped), 2);  // the fp16 scale
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q4_quants(src, b, regrouped)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 2), _mm_sub_epi8(_mm_and_si128(q, low), eight));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 18), _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), low), eight));
-  }
-}
-
 void run_q4_0_as_q8_0(const Problem& p, int64_t j0, int64_t j1) {
-  const int64_t blocks = p.k / quant::kQK4_0;
   Problem q = p;
   q.type = QType::kQ8_0;
-  q.w_row_bytes = blocks * int64_t{sizeof(quant::BlockQ8_0)};
+  q.w_row_bytes = p.k / quant::kQK4_0 * int64_t{sizeof(quant::BlockQ8_0)};
   thread_local std::vector<uint8_t> panel;
   panel.resize(static_cast<size_t>(kPanel * q.w_row_bytes));
   for (int64_t jp = j0; jp < j1; jp += kPanel) {
     const int64_t je = std::min(j1, jp + kPanel);
-    for (int64_t j = jp; j < je; ++j) {
-      unpack_q4_0_row(p.w + j * p.w_row_bytes, blocks, p.type == QType::kQ4_0R, panel.data() + (j - jp) * q.w_row_bytes);
-    }
+    unpack_q4_rows_to_q8_0(p, jp, je, panel.data());
     run_panel(q, kQ8Tiles, panel.data(), jp, je);
   }
 }
