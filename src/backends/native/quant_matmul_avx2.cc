@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/native/quant_matmul_internal.h"
+#include "backends/native/quant_matmul_panels.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
@@ -21,10 +22,8 @@ namespace {
 using quant::QType;
 // The tile loops over R / J must unroll for the accumulators to live in registers.
 #define QMM_UNROLL _Pragma("GCC unroll 8")
-using TileFn = void (*)(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0);
 
 constexpr int kR = 2, kJ = 4;
-constexpr int64_t kPanel = 64;
 
 inline void store_out(const Problem& p, int64_t t, int64_t j, float s) {
   if (p.bias) s += p.bias[j];
@@ -169,62 +168,15 @@ constexpr TileFn kQ4Tiles[kR][kJ] = QMM_TABLE(qtile, QType::kQ4_0);
 #undef QMM_TABLE
 #undef QMM_ROW
 
-void run_panel(const Problem& p, const TileFn (&fns)[kR][kJ], const uint8_t* wp, int64_t jp,
-               int64_t je) {
-  for (int64_t t = 0; t < p.rows; t += kR) {
-    const int64_t rn = std::min<int64_t>(kR, p.rows - t);
-    for (int64_t j = jp; j < je; j += kJ) {
-      const int64_t jn = std::min<int64_t>(kJ, je - j);
-      fns[rn - 1][jn - 1](p, wp + (j - jp) * p.w_row_bytes, t, j);
-    }
-  }
-}
-
-void run(const Problem& p, const TileFn (&fns)[kR][kJ], int64_t j0, int64_t j1) {
-  for (int64_t jp = j0; jp < j1; jp += kPanel) {
-    run_panel(p, fns, p.w + jp * p.w_row_bytes, jp, std::min(j1, jp + kPanel));
-  }
-}
-
-void run_kquant(const Problem& p, int64_t j0, int64_t j1) {
-  thread_local std::vector<float> panel;
-  panel.resize(kPanel * p.k);
-  Problem q = p;
-  q.type = QType::kF32;
-  q.w_row_bytes = p.k * int64_t{sizeof(float)};
-  for (int64_t jp = j0; jp < j1; jp += kPanel) {
-    const int64_t je = std::min(j1, jp + kPanel);
-    for (int64_t j = jp; j < je; ++j) {
-      quant::dequantize_row(p.type, p.w + j * p.w_row_bytes, p.k, panel.data() + (j - jp) * p.k);
-    }
-    run_panel(q, kF32Tiles, reinterpret_cast<const uint8_t*>(panel.data()), jp, je);
-  }
-}
-
-// Q4_0R (the AVX-512 kernels' layout): each panel unpacked to Q8_0 rows, then the Q8_0 tiles:
-// the same integer arithmetic as the other paths, if not their speed.
-void run_q4_0r(const Problem& p, int64_t j0, int64_t j1) {
-  Problem q = p;
-  q.type = QType::kQ8_0;
-  q.w_row_bytes = p.k / quant::kQK4_0 * int64_t{sizeof(quant::BlockQ8_0)};
-  thread_local std::vector<uint8_t> panel;
-  panel.resize(static_cast<size_t>(kPanel * q.w_row_bytes));
-  for (int64_t jp = j0; jp < j1; jp += kPanel) {
-    const int64_t je = std::min(j1, jp + kPanel);
-    unpack_q4_rows_to_q8_0(p, jp, je, panel.data());
-    run_panel(q, kQ8Tiles, panel.data(), jp, je);
-  }
-}
-
 void block(const Problem& p, int64_t j0, int64_t j1) {
   switch (p.type) {
-    case QType::kF32: run(p, kF32Tiles, j0, j1); return;
-    case QType::kF16: run(p, kF16Tiles, j0, j1); return;
-    case QType::kBF16: run(p, kBF16Tiles, j0, j1); return;
-    case QType::kQ8_0: run(p, kQ8Tiles, j0, j1); return;
-    case QType::kQ4_0: run(p, kQ4Tiles, j0, j1); return;
-    case QType::kQ4_0R: run_q4_0r(p, j0, j1); return;
-    case QType::kQ4_K: case QType::kQ6_K: run_kquant(p, j0, j1); return;
+    case QType::kF32: run_tiles<Isa::kAvx2>(p, kF32Tiles, j0, j1); return;
+    case QType::kF16: run_tiles<Isa::kAvx2>(p, kF16Tiles, j0, j1); return;
+    case QType::kBF16: run_tiles<Isa::kAvx2>(p, kBF16Tiles, j0, j1); return;
+    case QType::kQ8_0: run_tiles<Isa::kAvx2>(p, kQ8Tiles, j0, j1); return;
+    case QType::kQ4_0: run_tiles<Isa::kAvx2>(p, kQ4Tiles, j0, j1); return;
+    case QType::kQ4_0R: run_unpacked_q4<Isa::kAvx2>(p, kQ8Tiles, j0, j1); return;
+    case QType::kQ4_K: case QType::kQ6_K: run_dequantized<Isa::kAvx2>(p, kF32Tiles, j0, j1); return;
   }
 }
 

@@ -1,0 +1,71 @@
+// The ISA-independent drivers of quant_matmul's register tiles: panels of weight rows run against
+// every activation tile, optionally converted first (K-quants dequantized to f32, Q4_0 / Q4_0R
+// unpacked to Q8_0) into a thread-local buffer. Each ISA file instantiates them with its own tile
+// tables and its Isa as the first parameter, so no two ISAs share an instantiation (each is
+// compiled under its own target pragma).
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "backends/native/isa.h"
+#include "backends/native/quant_matmul_internal.h"
+
+namespace tessera::native::qmm {
+
+using TileFn = void (*)(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0);
+constexpr int64_t kPanel = 64;  // weight rows per panel
+
+// Output features [jp, je) whose weight row jp is at wp, over all activation rows.
+template <Isa I, int R, int J>
+void run_panel(const Problem& p, const TileFn (&fns)[R][J], const uint8_t* wp, int64_t jp, int64_t je) {
+  for (int64_t t = 0; t < p.rows; t += R) {
+    const int64_t rn = std::min<int64_t>(R, p.rows - t);
+    for (int64_t j = jp; j < je; j += J) {
+      const int64_t jn = std::min<int64_t>(J, je - j);
+      fns[rn - 1][jn - 1](p, wp + (j - jp) * p.w_row_bytes, t, j);
+    }
+  }
+}
+
+template <Isa I, int R, int J>
+void run_tiles(const Problem& p, const TileFn (&fns)[R][J], int64_t j0, int64_t j1) {
+  for (int64_t jp = j0; jp < j1; jp += kPanel) {
+    run_panel<I>(p, fns, p.w + jp * p.w_row_bytes, jp, std::min(j1, jp + kPanel));
+  }
+}
+
+// K-quants (or any type): each panel dequantized to fp32 (reference code), then the F32 tiles.
+template <Isa I, int R, int J>
+void run_dequantized(const Problem& p, const TileFn (&f32_tiles)[R][J], int64_t j0, int64_t j1) {
+  thread_local std::vector<float> panel;
+  panel.resize(kPanel * p.k);
+  Problem q = p;
+  q.type = quant::QType::kF32;
+  q.w_row_bytes = p.k * int64_t{sizeof(float)};
+  for (int64_t jp = j0; jp < j1; jp += kPanel) {
+    const int64_t je = std::min(j1, jp + kPanel);
+    for (int64_t j = jp; j < je; ++j) {
+      quant::dequantize_row(p.type, p.w + j * p.w_row_bytes, p.k, panel.data() + (j - jp) * p.k);
+    }
+    run_panel<I>(q, f32_tiles, reinterpret_cast<const uint8_t*>(panel.data()), jp, je);
+  }
+}
+
+// Q4_0 / Q4_0R: each panel unpacked to Q8_0 rows (quants minus 8, same scales), then the Q8_0
+// tiles, whose inner loop unpacks no nibbles per row tile.
+template <Isa I, int R, int J>
+void run_unpacked_q4(const Problem& p, const TileFn (&q8_tiles)[R][J], int64_t j0, int64_t j1) {
+  Problem q = p;
+  q.type = quant::QType::kQ8_0;
+  q.w_row_bytes = p.k / quant::kQK4_0 * int64_t{sizeof(quant::BlockQ8_0)};
+  thread_local std::vector<uint8_t> panel;
+  panel.resize(static_cast<size_t>(kPanel * q.w_row_bytes));
+  for (int64_t jp = j0; jp < j1; jp += kPanel) {
+    const int64_t je = std::min(j1, jp + kPanel);
+    unpack_q4_rows_to_q8_0(p, jp, je, panel.data());
+    run_panel<I>(q, q8_tiles, panel.data(), jp, je);
+  }
+}
+
+}  // namespace tessera::native::qmm
