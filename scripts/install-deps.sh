@@ -8,7 +8,7 @@ packages=(
   clang libclang-rt-14-dev
   protobuf-compiler libprotobuf-dev libonnx-dev libonnx-testdata
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcli11-dev nlohmann-json3-dev
+  libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
   # oneDNN's CMake config looks for OpenCL (a Recommends of libdnnl-dev, skipped by --no-install-recommends)
   libdnnl-dev ocl-icd-opencl-dev libopenblas-dev libxnnpack-dev libpthreadpool-dev libsqlite3-dev graphviz
   nodejs npm

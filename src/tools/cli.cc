@@ -17,6 +17,8 @@ int run_cli(int argc, char** argv) {
   add_bench_command(app, exit_code);
   add_generate_command(app, exit_code);
   add_gguf_create_command(app, exit_code);
+  add_serve_command(app, exit_code);
+  add_bench_serve_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -20,5 +20,7 @@ void add_optimize_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);
 void add_generate_command(CLI::App& app, int& exit_code);
 void add_gguf_create_command(CLI::App& app, int& exit_code);
+void add_serve_command(CLI::App& app, int& exit_code);
+void add_bench_serve_command(CLI::App& app, int& exit_code);
 
 }  // namespace tessera
