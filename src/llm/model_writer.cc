@@ -99,6 +99,7 @@ TokenizerVocab builtin_llama_vocab(int64_t size) {
     add(name, 0, 6);
   }
   for (int c = 32; c < 127; ++c) add(std::string(1, static_cast<char>(c)), -1.0f - static_cast<float>(c) / 1000, 1);
+  add("\xe2\x96\x81", -0.4f, 1);  // the word marker alone: "▁" + "H" merge into "▁H" instead of bytes
   for (int c = 33; c < 127; ++c) add("\xe2\x96\x81" + std::string(1, static_cast<char>(c)), -0.5f, 1);
   for (int64_t i = static_cast<int64_t>(v.tokens.size()); i < size; ++i) add("<unused" + std::to_string(i) + ">", -1e9f, 5);
   v.unk_id = 0;

@@ -8,7 +8,7 @@ llm::ModelConfig builtin_model_config() {
   llm::ModelConfig c;
   c.arch = llm::Architecture::kLlama;
   c.name = "tessera-builtin";
-  c.vocab_size = 512;
+  c.vocab_size = llm::builtin_llama_vocab(0).tokens.size();  // no unused tokens: all of it is text
   c.context_length = 2048;
   c.hidden = 256;
   c.ffn_hidden = 704;
@@ -20,7 +20,7 @@ llm::ModelConfig builtin_model_config() {
 
 Result<std::unique_ptr<llm::LanguageModel>> load_builtin_model(const llm::ModelOptions& opts, uint64_t seed) {
   const llm::ModelConfig c = builtin_model_config();
-  const llm::TokenizerVocab vocab = llm::builtin_llama_vocab(c.vocab_size);
+  const llm::TokenizerVocab vocab = llm::builtin_llama_vocab(0);
   llm::WeightMap weights;
   for (const llm::RandomTensor& t : llm::model_tensor_list(c, quant::QType::kQ8_0)) {
     TESSERA_ASSIGN_OR_RETURN(llm::ModelWeight w, llm::make_weight(t.type, t.dims, [&](void* dst) {

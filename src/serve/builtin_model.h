@@ -9,7 +9,8 @@
 
 namespace tessera::serve {
 
-// 4 layers, hidden 256, FFN 704, 8 heads / 2 KV heads, context 2048, Q8_0 matrices, vocab 512.
+// 4 layers, hidden 256, FFN 704, 8 heads / 2 KV heads, context 2048, Q8_0 matrices, the built-in
+// byte vocabulary (450 tokens).
 llm::ModelConfig builtin_model_config();
 // The model, named "tessera-builtin" (config().name).
 Result<std::unique_ptr<llm::LanguageModel>> load_builtin_model(const llm::ModelOptions& opts, uint64_t seed = 0);

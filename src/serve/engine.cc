@@ -196,7 +196,9 @@ int64_t Engine::flush_prefix_cache() {
 
 Engine::Stats Engine::stats() const {
   std::lock_guard<std::mutex> lk(mu_);
-  return stats_;
+  Stats st = stats_;
+  st.waiting += static_cast<int64_t>(inbox_.size());  // submitted, not yet seen by the engine thread
+  return st;
 }
 
 void Engine::publish_stats() {

@@ -27,6 +27,7 @@
 
 #include "llm/language_model.h"
 #include "llm/sampler.h"
+#include "serve/metrics.h"
 #include "serve/prefix_cache.h"
 
 namespace tessera::serve {
@@ -47,15 +48,8 @@ struct TokenLogprob {
   std::vector<std::pair<int32_t, float>> top;  // the most likely tokens and their logprobs
 };
 
-// Timings and counts of a finished request (for metrics).
-struct RequestRecord {
-  std::string finish_reason;  // "stop", "length", "abort" (cancelled) or "error"
-  int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
-  double queue_seconds = -1;  // arrival to first scheduled (-1: never scheduled)
-  double ttft_seconds = -1;   // arrival to first token (-1: none)
-  double e2e_seconds = 0;
-  std::vector<double> inter_token_seconds;
-};
+// Timings and counts of a finished request (for metrics): metrics.h's FinishedRequest.
+using RequestRecord = FinishedRequest;
 
 // What a request's reader gets: text as it is produced, then one final event.
 struct RequestEvent {

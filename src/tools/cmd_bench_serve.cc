@@ -1,15 +1,18 @@
 // `tessera bench-serve`: load-tests an OpenAI-compatible server (tessera serve, vLLM, SGLang,
 // llama.cpp's server) and reports throughput, TTFT / TPOT / ITL / end-to-end latency, the prefix
 // cache hit rate and goodput, as SGLang's bench_serving does.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 
 #include "serve/bench_client.h"
@@ -44,7 +47,7 @@ struct BenchServeCliOptions {
   uint64_t seed = 1;
   double temperature = 0.0;
   bool no_ignore_eos = false;
-  std::optional<double> slo_ttft_ms, slo_tpot_ms, slo_e2e_ms;
+  double slo_ttft_ms = 0, slo_tpot_ms = 0, slo_e2e_ms = 0;  // 0: no SLO
   bool flush_cache = false;
   int64_t warmup = 0;
   double timeout_s = 600;
@@ -63,7 +66,8 @@ Result<double> parse_rate(const std::string& s) {
   return r;
 }
 
-Result<serve::BenchWorkload> make_workload(const BenchServeCliOptions& o, serve::TokenIdRange vocab) {
+Result<serve::BenchWorkload> make_workload(const BenchServeCliOptions& o,
+                                           serve::TokenIdRange vocab) {
   if (o.dataset == "random") {
     serve::RandomDatasetOptions r;
     r.num_prompts = o.num_prompts;
@@ -110,17 +114,24 @@ serve::BenchWorkload warmup_workload(const serve::BenchWorkload& w, int64_t n) {
 }
 
 json latency_json(const serve::LatencySummary& s) {
-  return {{"count", s.count}, {"mean_ms", s.mean_ms}, {"median_ms", s.median_ms}, {"p90_ms", s.p90_ms},
-          {"p99_ms", s.p99_ms}, {"std_ms", s.std_ms}, {"max_ms", s.max_ms}};
+  return {{"count", s.count},   {"mean_ms", s.mean_ms}, {"median_ms", s.median_ms},
+          {"p90_ms", s.p90_ms}, {"p99_ms", s.p99_ms},   {"std_ms", s.std_ms},
+          {"max_ms", s.max_ms}};
 }
 
-json report_json(const BenchServeCliOptions& o, const std::string& base_url, const std::string& model, double rate,
-                 const serve::TokenIdRange& vocab, const serve::BenchMetrics& m,
-                 const serve::BenchRunResult& run) {
-  json config = {{"base_url", base_url}, {"model", model}, {"dataset", o.dataset},
-                 {"num_requests", run.records.size()}, {"max_concurrency", o.max_concurrency},
-                 {"seed", o.seed}, {"temperature", o.temperature}, {"ignore_eos", !o.no_ignore_eos},
-                 {"warmup", o.warmup}, {"flush_cache", o.flush_cache}};
+json report_json(const BenchServeCliOptions& o, const std::string& base_url,
+                 const std::string& model, double rate, const serve::TokenIdRange& vocab,
+                 const serve::BenchMetrics& m, const serve::BenchRunResult& run) {
+  json config = {{"base_url", base_url},
+                 {"model", model},
+                 {"dataset", o.dataset},
+                 {"num_requests", run.records.size()},
+                 {"max_concurrency", o.max_concurrency},
+                 {"seed", o.seed},
+                 {"temperature", o.temperature},
+                 {"ignore_eos", !o.no_ignore_eos},
+                 {"warmup", o.warmup},
+                 {"flush_cache", o.flush_cache}};
   // JSON has no infinity: "inf" as SGLang's output files write it.
   config["request_rate"] = std::isinf(rate) ? json("inf") : json(rate);
   if (o.dataset == "random") {
@@ -144,19 +155,27 @@ json report_json(const BenchServeCliOptions& o, const std::string& base_url, con
   }
   if (o.dataset != "multi-turn") config["vocab"] = {vocab.lo, vocab.hi};
   json slo = json::object();
-  if (o.slo_ttft_ms) slo["ttft_ms"] = *o.slo_ttft_ms;
-  if (o.slo_tpot_ms) slo["tpot_ms"] = *o.slo_tpot_ms;
-  if (o.slo_e2e_ms) slo["e2e_ms"] = *o.slo_e2e_ms;
+  if (o.slo_ttft_ms > 0) slo["ttft_ms"] = o.slo_ttft_ms;
+  if (o.slo_tpot_ms > 0) slo["tpot_ms"] = o.slo_tpot_ms;
+  if (o.slo_e2e_ms > 0) slo["e2e_ms"] = o.slo_e2e_ms;
   config["slo"] = slo;
 
-  json metrics = {{"completed", m.completed}, {"failed", m.failed}, {"duration_s", m.duration_s},
-                  {"total_input_tokens", m.input_tokens}, {"total_output_tokens", m.output_tokens},
-                  {"total_cached_tokens", m.cached_tokens}, {"request_throughput", m.request_throughput},
+  json metrics = {{"completed", m.completed},
+                  {"failed", m.failed},
+                  {"duration_s", m.duration_s},
+                  {"total_input_tokens", m.input_tokens},
+                  {"total_output_tokens", m.output_tokens},
+                  {"total_cached_tokens", m.cached_tokens},
+                  {"request_throughput", m.request_throughput},
                   {"input_token_throughput", m.input_token_throughput},
                   {"output_token_throughput", m.output_token_throughput},
-                  {"total_token_throughput", m.total_token_throughput}, {"mean_concurrency", m.mean_concurrency},
-                  {"cache_hit_rate", m.cache_hit_rate}, {"ttft", latency_json(m.ttft)},
-                  {"tpot", latency_json(m.tpot)}, {"itl", latency_json(m.itl)}, {"e2e", latency_json(m.e2e)}};
+                  {"total_token_throughput", m.total_token_throughput},
+                  {"mean_concurrency", m.mean_concurrency},
+                  {"cache_hit_rate", m.cache_hit_rate},
+                  {"ttft", latency_json(m.ttft)},
+                  {"tpot", latency_json(m.tpot)},
+                  {"itl", latency_json(m.itl)},
+                  {"e2e", latency_json(m.e2e)}};
   metrics["goodput"] = m.goodput ? json(*m.goodput) : json(nullptr);
   metrics["good_requests"] = m.good_requests;
   json errors = json::array();
@@ -166,10 +185,18 @@ json report_json(const BenchServeCliOptions& o, const std::string& base_url, con
   if (o.output_details) {
     json reqs = json::array();
     for (const auto& r : run.records) {
-      json x = {{"job", r.job}, {"turn", r.turn}, {"success", r.success}, {"http_status", r.http_status},
-                {"send_time", r.send_time}, {"ttft", r.ttft()}, {"e2e", r.e2e()}, {"tpot", r.tpot()},
-                {"prompt_tokens", r.prompt_tokens}, {"completion_tokens", r.completion_tokens},
-                {"cached_tokens", r.cached_tokens}, {"chunk_times", r.chunk_times}};
+      json x = {{"job", r.job},
+                {"turn", r.turn},
+                {"success", r.success},
+                {"http_status", r.http_status},
+                {"send_time", r.send_time},
+                {"ttft", r.ttft()},
+                {"e2e", r.e2e()},
+                {"tpot", r.tpot()},
+                {"prompt_tokens", r.prompt_tokens},
+                {"completion_tokens", r.completion_tokens},
+                {"cached_tokens", r.cached_tokens},
+                {"chunk_times", r.chunk_times}};
       if (!r.success) x["error"] = r.error;
       reqs.push_back(std::move(x));
     }
@@ -184,12 +211,14 @@ int fail(const std::string& msg) {
 }
 
 int run_bench_serve(const BenchServeCliOptions& o) {
-  std::string base_url = o.base_url.empty() ? "http://" + o.host + ":" + std::to_string(o.port) : o.base_url;
+  std::string base_url =
+      o.base_url.empty() ? "http://" + o.host + ":" + std::to_string(o.port) : o.base_url;
   while (!base_url.empty() && base_url.back() == '/') base_url.pop_back();
   auto rate = parse_rate(o.request_rate);
   if (!rate.ok()) return fail(rate.status().message());
 
-  // The server must answer before anything else; /v1/models also names the model and its vocabulary.
+  // The server must answer before anything else; /v1/models also names the model and its
+  // vocabulary.
   serve::BenchTarget target;
   target.base_url = base_url;
   target.timeout_s = o.timeout_s;
@@ -202,14 +231,17 @@ int run_bench_serve(const BenchServeCliOptions& o) {
   if (!info.ok()) std::fprintf(stderr, "warning: %s\n", info.status().message().c_str());
   if (target.model.empty()) target.model = info->id;
   const int64_t server_vocab = info.ok() ? info->vocab_size : 0;
-  serve::TokenIdRange vocab{o.vocab_lo, o.vocab_hi > 0 ? o.vocab_hi : (server_vocab > 0 ? server_vocab : 256)};
+  serve::TokenIdRange vocab{o.vocab_lo,
+                            o.vocab_hi > 0 ? o.vocab_hi : (server_vocab > 0 ? server_vocab : 256)};
 
   auto workload = make_workload(o, vocab);
   if (!workload.ok()) return fail(workload.status().message());
   if (info.ok() && info->max_model_len > 0) {
     for (const auto& job : workload->jobs) {
-      if (!job.is_chat() && static_cast<int64_t>(job.prompt_ids.size()) + job.output_len > info->max_model_len) {
-        std::fprintf(stderr, "warning: some prompts + outputs exceed the server's max_model_len %lld\n",
+      if (!job.is_chat() &&
+          static_cast<int64_t>(job.prompt_ids.size()) + job.output_len > info->max_model_len) {
+        std::fprintf(stderr,
+                     "warning: some prompts + outputs exceed the server's max_model_len %lld\n",
                      static_cast<long long>(info->max_model_len));
         break;
       }
@@ -239,23 +271,32 @@ int run_bench_serve(const BenchServeCliOptions& o) {
     if (!s.ok()) return fail(s.message());
   }
 
-  std::fprintf(stderr, "bench-serve: %lld requests (%s) to %s, model %s, rate %s, max concurrency %s\n",
-               static_cast<long long>(workload->num_requests()), o.dataset.c_str(), base_url.c_str(),
-               target.model.c_str(), o.request_rate.c_str(),
+  std::fprintf(stderr,
+               "bench-serve: %lld requests (%s) to %s, model %s, rate %s, max concurrency %s\n",
+               static_cast<long long>(workload->num_requests()), o.dataset.c_str(),
+               base_url.c_str(), target.model.c_str(), o.request_rate.c_str(),
                o.max_concurrency > 0 ? std::to_string(o.max_concurrency).c_str() : "unlimited");
-  // Progress on one stderr line, at most ten updates a second.
+  // Progress: one rewritten line on a terminal (at most ten updates a second), else a line per 10%.
+  const bool tty = isatty(fileno(stderr)) != 0;
   auto last_print = std::make_shared<std::chrono::steady_clock::time_point>();
-  run_opts.on_progress = [last_print](int64_t done, int64_t total, int64_t failed) {
+  run_opts.on_progress = [last_print, tty](int64_t done, int64_t total, int64_t failed) {
     const auto now = std::chrono::steady_clock::now();
-    if (done < total && now - *last_print < std::chrono::milliseconds(100)) return;
+    if (tty ? (done < total && now - *last_print < std::chrono::milliseconds(100))
+            : (done * 10 / total == (done - 1) * 10 / total)) {
+      return;
+    }
     *last_print = now;
-    std::fprintf(stderr, "\r%lld/%lld requests done, %lld failed%s", static_cast<long long>(done),
-                 static_cast<long long>(total), static_cast<long long>(failed), done == total ? "\n" : "");
+    std::fprintf(stderr, "%s%lld/%lld requests done, %lld failed%s", tty ? "\r" : "",
+                 static_cast<long long>(done), static_cast<long long>(total),
+                 static_cast<long long>(failed), !tty || done == total ? "\n" : "");
   };
   auto run = serve::run_bench(target, *workload, run_opts);
   if (!run.ok()) return fail(run.status().message());
 
-  serve::BenchSlo slo{o.slo_ttft_ms, o.slo_tpot_ms, o.slo_e2e_ms};
+  serve::BenchSlo slo;
+  if (o.slo_ttft_ms > 0) slo.ttft_ms = o.slo_ttft_ms;
+  if (o.slo_tpot_ms > 0) slo.tpot_ms = o.slo_tpot_ms;
+  if (o.slo_e2e_ms > 0) slo.e2e_ms = o.slo_e2e_ms;
   const serve::BenchMetrics m = serve::compute_bench_metrics(run->records, run->duration_s, slo);
   const std::string table = serve::format_bench_metrics(m);
   const json report = report_json(o, base_url, target.model, *rate, vocab, m, *run);
@@ -270,7 +311,11 @@ int run_bench_serve(const BenchServeCliOptions& o) {
     f << report.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
     if (!f) return fail("cannot write " + o.output_file);
   }
-  if (m.completed == 0) return fail("no request succeeded (first error: " + m.errors.front().first + ")");
+  if (m.completed == 0) {
+    return fail("no request succeeded" +
+                (m.errors.empty() ? std::string()
+                                  : " (most common error: " + m.errors.front().first + ")"));
+  }
   return 0;
 }
 
@@ -278,64 +323,118 @@ int run_bench_serve(const BenchServeCliOptions& o) {
 
 void add_bench_serve_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<BenchServeCliOptions>();
-  CLI::App* sub = app.add_subcommand(
-      "bench-serve",
-      "Benchmark an OpenAI-compatible server (tessera serve, vLLM, SGLang): streams synthetic requests at a\n"
-      "Poisson rate and/or a concurrency limit and reports throughput, TTFT, TPOT (time per output token after\n"
-      "the first), ITL (gaps between streamed chunks), end-to-end latency (mean, median, p99), the prefix cache\n"
-      "hit rate (cached_tokens / prompt_tokens from usage) and goodput (req/s meeting every --slo-*).\n"
-      "Datasets: random (token-id prompts to /v1/completions); generated-shared-prefix (groups of prompts\n"
-      "sharing a random system prompt); multi-turn (--num-prompts chats of --num-turns turns to\n"
-      "/v1/chat/completions, each turn carrying the replies received; --random-input-len is then the words\n"
-      "per user message and --random-output-len the tokens per reply). Requests stream with ignore_eos.");
+  CLI::App* sub = app.add_subcommand("bench-serve",
+                                     "Load-test an OpenAI-compatible server: throughput, TTFT, "
+                                     "TPOT, ITL, cache hit rate, goodput");
+  sub->footer(
+      "Streams synthetic requests at a Poisson rate (--request-rate) and/or under a concurrency "
+      "limit\n"
+      "(--max-concurrency), like SGLang's bench_serving, and reports throughput, TTFT, TPOT (time "
+      "per output\n"
+      "token after the first), ITL (gaps between streamed chunks) and end-to-end latency (mean, "
+      "median, p99),\n"
+      "the prefix cache hit rate (cached_tokens / prompt_tokens from usage) and goodput (req/s "
+      "meeting every\n"
+      "--slo-*). Datasets:\n"
+      "  random                   token-id prompts to /v1/completions\n"
+      "  generated-shared-prefix  --gsp-num-groups groups of prompts, each group sharing a random "
+      "prefix\n"
+      "  multi-turn               --num-prompts chats of --num-turns turns to "
+      "/v1/chat/completions, each turn\n"
+      "                           carrying the replies received; --random-input-len is then the "
+      "words per\n"
+      "                           user message and --random-output-len the tokens per reply\n"
+      "Requests stream with stream_options.include_usage and ignore_eos. Exit code 1 when the "
+      "server cannot\n"
+      "be reached, a warmup request fails or no request succeeds.");
   sub->add_option("--host", o->host, "Server host")->capture_default_str();
-  sub->add_option("--port", o->port, "Server port")->capture_default_str()->check(CLI::Range(1, 65535));
-  sub->add_option("--base-url", o->base_url, "Server URL, e.g. http://host:8000 (overrides --host/--port)");
-  sub->add_option("--model", o->model, "Model name sent in requests; default: the first of GET /v1/models");
+  sub->add_option("--port", o->port, "Server port")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65535));
+  sub->add_option("--base-url", o->base_url,
+                  "Server URL, e.g. http://host:8000 (overrides --host/--port)");
+  sub->add_option("--model", o->model,
+                  "Model name sent in requests; default: the first of GET /v1/models");
   sub->add_option("--dataset", o->dataset, "Workload")
       ->capture_default_str()
       ->check(CLI::IsMember({"random", "generated-shared-prefix", "multi-turn"}));
-  sub->add_option("--num-prompts", o->num_prompts, "Requests (random) or conversations (multi-turn)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--random-input-len", o->random_input_len, "Prompt tokens (random); words per user turn (multi-turn)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--random-output-len", o->random_output_len, "Output tokens per request (random, multi-turn)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--num-prompts", o->num_prompts,
+                  "Requests (random) or conversations (multi-turn)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--random-input-len", o->random_input_len,
+                  "Prompt tokens (random); words per user turn (multi-turn)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--random-output-len", o->random_output_len,
+                  "Output tokens per request (random, multi-turn)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   sub->add_option("--random-range-ratio", o->random_range_ratio,
                   "Lengths drawn uniformly from [len*(1-ratio), len]; 0 = exactly len")
-      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--vocab-lo", o->vocab_lo, "Smallest random token id")->capture_default_str()->check(CLI::NonNegativeNumber);
-  sub->add_option("--vocab-hi", o->vocab_hi, "Random token ids stay below this; default: the server's vocab_size, else 256")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--vocab-lo", o->vocab_lo, "Smallest random token id")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--vocab-hi", o->vocab_hi,
+                  "Random token ids stay below this; default: the server's vocab_size, else 256")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--gsp-num-groups", o->gsp_num_groups, "Groups, each with its own shared prefix")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   sub->add_option("--gsp-prompts-per-group", o->gsp_prompts_per_group, "Prompts per group")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--gsp-system-prompt-len", o->gsp_system_prompt_len, "Tokens of the shared prefix")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  sub->add_option("--gsp-question-len", o->gsp_question_len, "Tokens after the prefix, different per prompt")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--gsp-system-prompt-len", o->gsp_system_prompt_len,
+                  "Tokens of the shared prefix")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--gsp-question-len", o->gsp_question_len,
+                  "Tokens after the prefix, different per prompt")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--gsp-output-len", o->gsp_output_len, "Output tokens per request")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--gsp-order", o->gsp_order, "Request order: shuffled, or grouped (group by group)")
-      ->capture_default_str()->check(CLI::IsMember({"shuffled", "grouped"}));
-  sub->add_option("--num-turns", o->num_turns, "Turns per conversation (multi-turn)")->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--request-rate", o->request_rate, "Poisson arrival rate in requests (conversations) per second; inf = all at once")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--gsp-order", o->gsp_order,
+                  "Request order: shuffled, or grouped (group by group)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"shuffled", "grouped"}));
+  sub->add_option("--num-turns", o->num_turns, "Turns per conversation (multi-turn)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--request-rate", o->request_rate,
+                  "Poisson arrival rate in requests (conversations) per second; inf = all at once")
       ->capture_default_str();
   sub->add_option("--max-concurrency", o->max_concurrency, "Most requests in flight; 0 = no limit")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  sub->add_option("--seed", o->seed, "Seed of the workload and the arrival times")->capture_default_str();
-  sub->add_option("--temperature", o->temperature, "Sampling temperature sent")->capture_default_str()->check(CLI::NonNegativeNumber);
-  sub->add_flag("--no-ignore-eos", o->no_ignore_eos, "Let the server stop at end-of-sequence instead of generating max_tokens");
-  sub->add_option("--slo-ttft-ms", o->slo_ttft_ms, "Goodput SLO: time to first token (ms)")->check(CLI::PositiveNumber);
-  sub->add_option("--slo-tpot-ms", o->slo_tpot_ms, "Goodput SLO: time per output token (ms)")->check(CLI::PositiveNumber);
-  sub->add_option("--slo-e2e-ms", o->slo_e2e_ms, "Goodput SLO: end-to-end latency (ms)")->check(CLI::PositiveNumber);
-  sub->add_flag("--flush-cache", o->flush_cache, "POST /flush_cache after warmup, before the measured run");
-  sub->add_option("--warmup", o->warmup, "Requests sent first and not measured (any failure aborts)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  sub->add_option("--timeout-s", o->timeout_s, "Connect timeout, and the longest wait for more of a stream")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--output-file", o->output_file, "Write the config and metrics as JSON to this file");
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--seed", o->seed, "Seed of the workload and the arrival times")
+      ->capture_default_str();
+  sub->add_option("--temperature", o->temperature, "Sampling temperature sent")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--no-ignore-eos", o->no_ignore_eos,
+                "Let the server stop at end-of-sequence instead of generating max_tokens");
+  sub->add_option("--slo-ttft-ms", o->slo_ttft_ms, "Goodput SLO: time to first token (ms)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--slo-tpot-ms", o->slo_tpot_ms, "Goodput SLO: time per output token (ms)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--slo-e2e-ms", o->slo_e2e_ms, "Goodput SLO: end-to-end latency (ms)")
+      ->check(CLI::PositiveNumber);
+  sub->add_flag("--flush-cache", o->flush_cache,
+                "POST /flush_cache after warmup, before the measured run");
+  sub->add_option("--warmup", o->warmup,
+                  "Requests sent first and not measured (any failure aborts)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--timeout-s", o->timeout_s,
+                  "Connect timeout, and the longest wait for more of a stream")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--output-file", o->output_file,
+                  "Write the config and metrics as JSON to this file");
   sub->add_flag("--output-details", o->output_details, "Add every request's timings to the JSON");
   sub->add_flag("--json", o->json, "Print the JSON to stdout (the table then goes to stderr)");
   sub->callback([o, &exit_code] { exit_code = run_bench_serve(*o); });

@@ -22,8 +22,6 @@ struct FakeRequest {
   PrefixCache::Node* locked = nullptr;
 };
 
-std::vector<int32_t> seq(std::initializer_list<int32_t> v) { return v; }
-
 TEST(PrefixCache, MatchesWholeBlocksAndSplitsOnPartialMatch) {
   llm::KvBlockPool pool(16);
   PrefixCache cache(pool, kBs);
