@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks (what `make bench` runs):
 #   bench/run.sh BUILD_DIR
-# Suites (BENCH_SUITES, default "ocr backends llm"):
+# Suites (BENCH_SUITES, default "ocr backends llm serve"):
 #   ocr       OCR model latency: tessera (each backend in BENCH_OCR_BACKENDS, default all, with
 #             `tessera run --backend NAME`) next to ONNX Runtime (CPU) at the same
 #             thread count. Writes bench/results/ocr-<time>.json and prints a table with the ratio
@@ -15,13 +15,16 @@
 #             next to llama.cpp's llama-bench, decode as a fraction of the memory roofline, peak
 #             memory (bench/llm_bench.sh; BENCH_LLM_ARGS for its flags). Writes
 #             BUILD_DIR/bench/results/llm.json.
+#   serve     `tessera serve` on the TinyLlama-shaped q4_0 model driven by `tessera bench-serve`: shared
+#             prefix with and without the prefix cache, TTFT with a cached prefix, decode at 8
+#             concurrent requests (bench/serve_bench.sh). Writes BUILD_DIR/bench/results/serve.json.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${1:-build}"
 TESSERA="$BUILD_DIR/tessera"
 BACKEND_BENCH="$BUILD_DIR/bench/tessera_backend_bench"
-SUITES="${BENCH_SUITES:-ocr backends llm}"
+SUITES="${BENCH_SUITES:-ocr backends llm serve}"
 
 die() {
   echo "bench: error: $*" >&2
@@ -51,6 +54,9 @@ for suite in $SUITES; do
       # shellcheck disable=SC2086  # BENCH_LLM_ARGS is a list of flags
       TESSERA="$TESSERA" bash "$ROOT/bench/llm_bench.sh" ${BENCH_LLM_ARGS:-}
       ;;
-    *) die "unknown suite '$suite' in BENCH_SUITES (ocr, backends, llm)" ;;
+    serve)
+      bash "$ROOT/bench/serve_bench.sh" "$BUILD_DIR"
+      ;;
+    *) die "unknown suite '$suite' in BENCH_SUITES (ocr, backends, llm, serve)" ;;
   esac
 done

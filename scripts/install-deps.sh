@@ -12,7 +12,7 @@ packages=(
   # oneDNN's CMake config looks for OpenCL (a Recommends of libdnnl-dev, skipped by --no-install-recommends)
   libdnnl-dev ocl-icd-opencl-dev libopenblas-dev libxnnpack-dev libpthreadpool-dev libsqlite3-dev graphviz
   nodejs npm
-  time
+  time curl
 )
 
 missing=()

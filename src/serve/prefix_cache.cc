@@ -18,6 +18,24 @@ struct PrefixCache::Node {
   uint64_t last_used = 0;
 };
 
+namespace {
+
+// How many whole blocks of child's tokens equal tokens[pos, limit) from the start (at least one:
+// a child is found by its first block).
+int64_t matching_blocks(const PrefixCache::Node& child, std::span<const int32_t> tokens, int64_t pos, int64_t limit,
+                        int64_t block_size) {
+  const int64_t child_blocks = static_cast<int64_t>(child.blocks.size());
+  int64_t same = 1;
+  while (same < child_blocks && pos + (same + 1) * block_size <= limit &&
+         std::equal(child.tokens.begin() + same * block_size, child.tokens.begin() + (same + 1) * block_size,
+                    tokens.begin() + pos + same * block_size)) {
+    ++same;
+  }
+  return same;
+}
+
+}  // namespace
+
 PrefixCache::PrefixCache(llm::KvBlockPool& pool, int64_t block_size) : pool_(pool), block_size_(block_size) {}
 
 // The blocks stay marked in use in the pool: the pool (the KV cache) usually goes away with the
@@ -84,14 +102,8 @@ PrefixCache::Match PrefixCache::match(uint64_t ns, std::span<const int32_t> toke
     auto it = node->children.find(key);
     if (it == node->children.end()) break;
     Node* child = it->second.get();
-    // Whole blocks of the child that match (the first one does, by its key).
     const int64_t child_blocks = static_cast<int64_t>(child->blocks.size());
-    int64_t same = 1;
-    while (same < child_blocks && pos + (same + 1) * block_size_ <= usable &&
-           std::equal(child->tokens.begin() + same * block_size_, child->tokens.begin() + (same + 1) * block_size_,
-                      tokens.begin() + pos + same * block_size_)) {
-      ++same;
-    }
+    const int64_t same = matching_blocks(*child, tokens, pos, usable, block_size_);
     if (same < child_blocks) child = split(child, same);
     m.blocks.insert(m.blocks.end(), child->blocks.begin(), child->blocks.end());
     pos += same * block_size_;
@@ -116,12 +128,7 @@ int64_t PrefixCache::cached_prefix(uint64_t ns, std::span<const int32_t> tokens,
     if (it == node->children.end()) break;
     const Node* child = it->second.get();
     const int64_t child_blocks = static_cast<int64_t>(child->blocks.size());
-    int64_t same = 1;
-    while (same < child_blocks && pos + (same + 1) * block_size_ <= usable &&
-           std::equal(child->tokens.begin() + same * block_size_, child->tokens.begin() + (same + 1) * block_size_,
-                      tokens.begin() + pos + same * block_size_)) {
-      ++same;
-    }
+    const int64_t same = matching_blocks(*child, tokens, pos, usable, block_size_);
     pos += same * block_size_;
     if (same < child_blocks) break;
     node = child;
@@ -155,12 +162,7 @@ PrefixCache::Node* PrefixCache::insert(uint64_t ns, std::span<const int32_t> tok
     }
     Node* child = it->second.get();
     const int64_t child_blocks = static_cast<int64_t>(child->blocks.size());
-    int64_t same = 0;
-    while (same < child_blocks && b + same < n_blocks &&
-           std::equal(child->tokens.begin() + same * block_size_, child->tokens.begin() + (same + 1) * block_size_,
-                      first + same * block_size_)) {
-      ++same;
-    }
+    const int64_t same = matching_blocks(*child, tokens, b * block_size_, n_blocks * block_size_, block_size_);
     // The tree's copies win; ours (unless they are the same blocks) go back to the pool.
     for (int64_t i = 0; i < same; ++i) {
       int32_t& mine = blocks[b + i];

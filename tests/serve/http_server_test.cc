@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -79,7 +80,7 @@ struct TestServer {
 json post(httplib::Client& c, const std::string& path, const std::string& body, int* status = nullptr) {
   auto r = c.Post(path.c_str(), body, "application/json");
   if (!r) {
-    ADD_FAILURE() << "no response from " << path;
+    ADD_FAILURE() << "no response from " << path << ": " << httplib::to_string(r.error());
     return json();
   }
   if (status) *status = r->status;
@@ -367,8 +368,14 @@ TEST(ServeHttp, ThousandRequestsFrom32ClientsWithMalformedOnes) {
   EXPECT_EQ(st.invariant_error, "");
   srv.engine->flush_prefix_cache();
   EXPECT_EQ(srv.engine->stats().kv_blocks_in_use, 0);
-  // Memory back to the idle level (the KV cache is preallocated; allow allocator slack).
-  EXPECT_LT(resident_kib() - idle_kib, 64 << 10) << "idle " << idle_kib << " KiB";
+  // Memory back to the idle level (the KV cache is preallocated; allow allocator slack). Not under
+  // ASan, whose quarantine keeps freed memory resident on purpose (LeakSanitizer checks leaks).
+  const int64_t grown_kib = resident_kib() - idle_kib;
+  std::printf("resident memory: idle %lld KiB, after the load %+lld KiB\n", static_cast<long long>(idle_kib),
+              static_cast<long long>(grown_kib));
+#ifndef __SANITIZE_ADDRESS__
+  EXPECT_LT(grown_kib, 64 << 10) << "idle " << idle_kib << " KiB";
+#endif
 }
 
 }  // namespace
