@@ -1,9 +1,10 @@
 // native::quant_matmul on TinyLlama's matrix shapes, per weight type (F16, Q8_0, Q4_0):
 // decode (1 activation row) in GB/s of weight bytes and as a fraction of the read bandwidth
 // measured at start (2-thread read loop over 1 GiB), rotating over weight copies totalling
-// > 256 MiB so that the caches do not help; prefill (512 rows) in GFLOP/s. Median of repeats.
+// > 256 MiB so that the caches do not help; batched decode (8 rows by default, a server's decode step) in
+// microseconds and as a multiple of 1 row's time; prefill (512 rows) in GFLOP/s. Median of repeats.
 //
-//   quant_matmul_bench [--threads N] [--json FILE] [--types f16,q8_0,q4_0] [--quick]
+//   quant_matmul_bench [--threads N] [--json FILE] [--types f16,q8_0,q4_0] [--batch-rows N] [--quick]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -78,7 +79,7 @@ double measure_read_gbps(int threads) {
 struct Result {
   std::string type;
   int64_t k, n;
-  double decode_gbps, decode_frac, decode_us, prefill_gflops, prefill_ms, prefill_gflops_cpu;
+  double decode_gbps, decode_frac, decode_us, batch_us, prefill_gflops, prefill_ms, prefill_gflops_cpu;
 };
 
 }  // namespace
@@ -87,14 +88,16 @@ int main(int argc, char** argv) {
   int threads = 2;
   std::string json_path, types_arg = "f16,q8_0,q4_0";
   bool quick = false;
+  int64_t batch_rows = 8;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
     else if (a == "--types" && i + 1 < argc) types_arg = argv[++i];
     else if (a == "--quick") quick = true;
+    else if (a == "--batch-rows" && i + 1 < argc) batch_rows = std::max(1, std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--json FILE] [--types f16,q8_0,q4_0] [--quick]\n",
+      std::fprintf(stderr, "usage: %s [--threads N] [--json FILE] [--types f16,q8_0,q4_0] [--batch-rows N] [--quick]\n",
                    argv[0]);
       return 2;
     }
@@ -130,8 +133,8 @@ int main(int argc, char** argv) {
   std::vector<float> x(prefill_rows * 5632);
   for (float& v : x) v = normal(g);
   std::vector<Result> results;
-  std::printf("%-5s %5s %6s | %9s %9s %7s | %9s %9s %12s\n", "type", "k", "n", "decode_us",
-              "GB/s", "of_bw", "prefill_ms", "GFLOP/s", "GFLOP/cpu-s*T");
+  std::printf("%-5s %5s %6s | %9s %9s %7s | %9s %6s | %9s %9s %12s\n", "type", "k", "n", "decode_us",
+              "GB/s", "of_bw", "batch_us", "x_of_1", "prefill_ms", "GFLOP/s", "GFLOP/cpu-s*T");
   for (QType type : types) {
     for (const auto& s : shapes) {
       const int64_t k = s[0], n = s[1];
@@ -166,6 +169,16 @@ int main(int argc, char** argv) {
         times.push_back(seconds_since(t0));
       }
       const double dec = median(times);
+      // Batched decode (batch_rows activation rows, as a server decoding that many requests).
+      times.clear();
+      start = Clock::now();
+      for (int64_t it = 0; times.size() < 5 || (seconds_since(start) < budget && times.size() < 2000);
+           ++it) {
+        auto t0 = Clock::now();
+        call(it % copies, batch_rows);
+        times.push_back(seconds_since(t0));
+      }
+      const double batch = median(times);
 
       // Prefill: compute bound, one copy.
       call(0, prefill_rows);
@@ -182,11 +195,11 @@ int main(int argc, char** argv) {
       }
       const double pre = median(times);
       Result r{tessera::quant::qtype_name(type), k, n, bytes / dec / 1e9, bytes / dec / 1e9 / bw,
-               dec * 1e6, 2.0 * prefill_rows * k * n / pre / 1e9, pre * 1e3,
+               dec * 1e6, batch * 1e6, 2.0 * prefill_rows * k * n / pre / 1e9, pre * 1e3,
                2.0 * prefill_rows * k * n / (median(cpu_times) / threads) / 1e9};
-      std::printf("%-5s %5lld %6lld | %9.1f %9.1f %6.0f%% | %9.2f %9.1f %12.1f\n", r.type.c_str(),
-                  static_cast<long long>(k), static_cast<long long>(n), r.decode_us,
-                  r.decode_gbps, 100 * r.decode_frac, r.prefill_ms, r.prefill_gflops,
+      std::printf("%-5s %5lld %6lld | %9.1f %9.1f %6.0f%% | %9.1f %6.2f | %9.2f %9.1f %12.1f\n",
+                  r.type.c_str(), static_cast<long long>(k), static_cast<long long>(n), r.decode_us,
+                  r.decode_gbps, 100 * r.decode_frac, r.batch_us, r.batch_us / r.decode_us, r.prefill_ms, r.prefill_gflops,
                   r.prefill_gflops_cpu);
       std::fflush(stdout);
       results.push_back(r);
@@ -203,6 +216,7 @@ int main(int argc, char** argv) {
       out << "    {\"type\": \"" << r.type << "\", \"k\": " << r.k << ", \"n\": " << r.n
           << ", \"decode_us\": " << r.decode_us << ", \"decode_gbps\": " << r.decode_gbps
           << ", \"decode_fraction_of_bw\": " << r.decode_frac
+          << ", \"batch" << batch_rows << "_us\": " << r.batch_us
           << ", \"prefill_ms\": " << r.prefill_ms << ", \"prefill_gflops\": " << r.prefill_gflops
           << ", \"prefill_gflops_per_cpu_second_x_threads\": " << r.prefill_gflops_cpu
           << "}" << (i + 1 < results.size() ? "," : "") << "\n";

@@ -111,7 +111,7 @@ void scalar_block(const Problem& p, int64_t j0, int64_t j1) {
   }
 }
 
-const qmm::Kernels kScalar = {scalar_quantize_rows, scalar_block};
+const qmm::Kernels kScalar = {scalar_quantize_rows, scalar_block, nullptr, nullptr};
 
 bool type_supported(QType t) {
   switch (t) {
@@ -229,10 +229,26 @@ void quant_matmul_for_isa(Isa isa, const QuantWeight& w, const float* x, int64_t
     auto quantize = [&](int64_t r0, int64_t r1) {
       kern.quantize_rows(x, ldx, r0, r1, w.k, xq_data, ldxq, xd_data, ldxd);
     };
-    if (threads > 1 && rows * w.k >= (1 << 16)) {
+    const bool parallel = threads > 1 && rows * w.k >= (1 << 16);
+    if (parallel) {
       pool->parallel_for(rows, std::max<int64_t>(1, (1 << 15) / w.k), quantize);
     } else {
       quantize(0, rows);
+    }
+    const int64_t ldxr = kern.regrouped_row_bytes ? kern.regrouped_row_bytes(p) : 0;
+    if (ldxr > 0) {
+      thread_local std::vector<uint8_t> xr;
+      if (static_cast<int64_t>(xr.size()) < rows * ldxr + 64) xr.resize(rows * ldxr + 64);
+      // 64-byte aligned rows (ldxr is a multiple of 64).
+      uint8_t* xr_data = xr.data() + (64 - reinterpret_cast<uintptr_t>(xr.data()) % 64) % 64;
+      auto regroup = [&](int64_t r0, int64_t r1) { kern.regroup_rows(p, r0, r1, xr_data, ldxr); };
+      if (parallel) {
+        pool->parallel_for(rows, std::max<int64_t>(1, (1 << 15) / w.k), regroup);
+      } else {
+        regroup(0, rows);
+      }
+      p.xr = xr_data;
+      p.ldxr = ldxr;
     }
   }
 

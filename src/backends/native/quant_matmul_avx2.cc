@@ -207,7 +207,7 @@ void quantize_rows(const float* x, int64_t ldx, int64_t r0, int64_t r1, int64_t 
   }
 }
 
-const Kernels kAvx2 = {quantize_rows, block};
+const Kernels kAvx2 = {quantize_rows, block, nullptr, nullptr};
 
 #undef QMM_UNROLL
 

@@ -24,6 +24,10 @@ struct Problem {
   int64_t ldxq;
   const float* xd;
   int64_t ldxd;
+  // The quantized activations regrouped for the weight layout by Kernels::regroup_rows (row t at
+  // xr + t * ldxr), or null where the kernels read xq / xd as they are.
+  const uint8_t* xr;
+  int64_t ldxr;
   float* y;
   int64_t ldy;
   const float* bias;
@@ -37,6 +41,11 @@ struct Kernels {
                         int64_t ldxq, float* xd, int64_t ldxd);
   // Computes y for all rows and output features [j0, j1).
   void (*block)(const Problem& p, int64_t j0, int64_t j1);
+  // Optional (null: never): the bytes per row of regrouped activations block() wants for this
+  // problem's weight type and row count (0: none), and the regrouping of rows [r0, r1) of
+  // p.xq / p.xd into xr. Done once per call, before block() runs on any thread.
+  int64_t (*regrouped_row_bytes)(const Problem& p);
+  void (*regroup_rows)(const Problem& p, int64_t r0, int64_t r1, uint8_t* xr, int64_t ldxr);
 };
 
 const Kernels& scalar_qmm_kernels();
