@@ -78,9 +78,8 @@ Result<int> ModelGraphBuilder::linear(int x, const std::string& weight, int64_t 
 
 int ModelGraphBuilder::paged_attention(int64_t layer, int q, int k, int v, const std::string& out) {
   const int64_t hd = c_.head_dim();
-  const TensorType cache_type = TensorType::of(DType::kFloat32, {cache_.blocks, c_.kv_heads, cache_.block_size, hd});
-  const int kc = g_.add_input(k_cache_input(layer), cache_type);
-  const int vc = g_.add_input(v_cache_input(layer), cache_type);
+  const int kc = g_.add_input(k_cache_input(layer), TensorType::of(DType::kFloat32, {cache_.blocks, c_.kv_heads, hd, cache_.block_size}));
+  const int vc = g_.add_input(v_cache_input(layer), TensorType::of(DType::kFloat32, {cache_.blocks, c_.kv_heads, cache_.block_size, hd}));
   return node("PagedAttention", {q, k, v, kc, vc, token_seq_, positions_, block_tables_}, out,
               {{"num_heads", Attribute::of_int(c_.heads)},
                {"num_kv_heads", Attribute::of_int(c_.kv_heads)},

@@ -32,11 +32,12 @@ int64_t KvCache::blocks_for_bytes(const ModelConfig& c, int64_t block_size, int6
 KvCache::KvCache(const ModelConfig& c, int64_t blocks, int64_t block_size)
     : block_size_(block_size), pool_(static_cast<int32_t>(blocks)) {
   // Uninitialized: a position is always written (PagedAttention) before it is read.
-  const std::vector<int64_t> dims = {blocks, c.kv_heads, block_size, c.head_dim()};
-  const size_t bytes = static_cast<size_t>(shape_numel(dims)) * sizeof(float);
+  const std::vector<int64_t> k_dims = {blocks, c.kv_heads, c.head_dim(), block_size};
+  const std::vector<int64_t> v_dims = {blocks, c.kv_heads, block_size, c.head_dim()};
+  const size_t bytes = static_cast<size_t>(shape_numel(v_dims)) * sizeof(float);
   for (int64_t l = 0; l < c.layers; ++l) {
-    k_.emplace_back(DType::kFloat32, dims, Storage::allocate_bytes_uninitialized(bytes));
-    v_.emplace_back(DType::kFloat32, dims, Storage::allocate_bytes_uninitialized(bytes));
+    k_.emplace_back(DType::kFloat32, k_dims, Storage::allocate_bytes_uninitialized(bytes));
+    v_.emplace_back(DType::kFloat32, v_dims, Storage::allocate_bytes_uninitialized(bytes));
   }
 }
 

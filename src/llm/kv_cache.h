@@ -1,5 +1,6 @@
-// The paged KV cache: per layer one K and one V tensor of fixed-size blocks
-// (float[blocks, kv_heads, block_size, head_dim]), a pool that hands out block ids in O(1), and
+// The paged KV cache: per layer one K and one V tensor of fixed-size blocks (K
+// float[blocks, kv_heads, head_dim, block_size]: each block's keys transposed, so that a query's
+// scores against a block are one vector loop; V float[blocks, kv_heads, block_size, head_dim]), a pool that hands out block ids in O(1), and
 // per-sequence block tables.
 //
 // Not thread-safe: one engine thread owns it.

@@ -17,9 +17,10 @@
 // [rows, row bytes] in ggml's block layout (backends/quant_formats.h); "f32" weights are float
 // [rows, cols]. A matrix's rows are its output features (n rows of k elements).
 //
-// PagedAttention writes k and v of every token into the caches (float[blocks, Hkv, block_size,
-// hd], graph inputs that hold state across steps) at its sequence's position, then each token
-// attends causally to positions 0..its own of its sequence, read through block_tables.
+// PagedAttention writes k and v of every token into the caches (graph inputs that hold state
+// across steps; k_cache float[blocks, Hkv, hd, block_size], each block's keys transposed; v_cache
+// float[blocks, Hkv, block_size, hd]) at its sequence's position, then each token attends
+// causally to positions 0..its own of its sequence, read through block_tables.
 #include "backends/quant_formats.h"
 #include "ops/op_registry.h"
 
@@ -157,10 +158,12 @@ Status infer_paged_attention(InferContext& ctx) {
   TESSERA_RETURN_IF_ERROR(check_last_dim(ctx.inputs[2], hkv * hd, "v"));
   for (int i : {3, 4}) {
     const TensorType& c = ctx.inputs[i];
+    const int64_t d2 = i == 3 ? hd : bs, d3 = i == 3 ? bs : hd;  // K blocks are transposed
     if (c.dtype != DType::kFloat32 || !c.shape || c.shape->size() != 4 || (*c.shape)[1] != Dim(hkv) ||
-        (*c.shape)[2] != Dim(bs) || (*c.shape)[3] != Dim(hd)) {
-      return invalid_argument("the KV caches must be float32[blocks x " + std::to_string(hkv) + " x " +
-                              std::to_string(bs) + " x " + std::to_string(hd) + "], got " + c.to_string());
+        (*c.shape)[2] != Dim(d2) || (*c.shape)[3] != Dim(d3)) {
+      return invalid_argument(std::string(i == 3 ? "the K cache" : "the V cache") + " must be float32[blocks x " +
+                              std::to_string(hkv) + " x " + std::to_string(d2) + " x " + std::to_string(d3) +
+                              "], got " + c.to_string());
     }
   }
   for (int i : {5, 6, 7}) {

@@ -65,7 +65,8 @@ TEST(KvCache, SizesFollowTheConfig) {
   EXPECT_EQ(KvCache::bytes_per_block(c, 16), 2 * 2 * 2 * 16 * 8 * 4);
   EXPECT_EQ(KvCache::blocks_for_bytes(c, 16, 10 * KvCache::bytes_per_block(c, 16) + 5), 10);
   KvCache cache(c, 3, 16);
-  EXPECT_EQ(cache.k(1).dims(), (std::vector<int64_t>{3, 2, 16, 8}));
+  EXPECT_EQ(cache.k(1).dims(), (std::vector<int64_t>{3, 2, 8, 16}));  // keys transposed per block
+  EXPECT_EQ(cache.v(1).dims(), (std::vector<int64_t>{3, 2, 16, 8}));
 }
 
 }  // namespace

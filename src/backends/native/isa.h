@@ -50,10 +50,14 @@ struct IsaKernels {
   void (*layer_norm_row)(const float* x, int64_t n, const float* scale, const float* bias,
                          float eps, float* y, float* mean, float* inv_std);
 
-  // Language-model rows (simd_llm.h): sum of a[i] * b[i]; y += a * x; y = x / rms(x) * w;
-  // y = silu(g) * u; y = gelu(x) (tanh approximation).
-  float (*dot)(const float* a, const float* b, int64_t n);
-  void (*axpy)(float a, const float* x, float* y, int64_t n);
+  // Language-model rows (simd_llm.h): attention scores of nq query heads against keys in K
+  // blocks stored transposed, and the weighted sums of values in V blocks (see
+  // attention_scores / attention_values there); y = x / rms(x) * w; y = silu(g) * u;
+  // y = gelu(x) (tanh approximation).
+  void (*attention_scores)(const float* q, int64_t ldq, int64_t nq, int64_t hd, const float* const* kt,
+                           int64_t bs, int64_t len, float scale, float* scores, int64_t lds);
+  void (*attention_values)(const float* w, int64_t lds, int64_t nq, int64_t len, const float* const* vb,
+                           int64_t bs, int64_t hd, float* out, int64_t ldo);
   void (*rms_norm_row)(const float* x, const float* w, int64_t n, float eps, float* y);
   void (*silu_mul)(const float* g, const float* u, int64_t n, float* y);
   void (*gelu_tanh)(const float* x, int64_t n, float* y);

@@ -231,36 +231,35 @@ class PagedAttentionKernel final : public LlmKernel {
     auto block_base = [&](int32_t s, int64_t b, int64_t h) {  // first float of (seq s, block b, kv head h)
       return (static_cast<int64_t>(tables[s * width + b]) * hkv + h) * bs * hd;
     };
+    // K blocks hold their keys transposed ([hd][bs]), V blocks by rows ([bs][hd]).
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t h = 0; h < hkv; ++h) {
-        const int64_t off = block_base(seq[r], pos[r] / bs, h) + (pos[r] % bs) * hd;
-        std::copy_n(k + (r * hkv + h) * hd, hd, kc + off);
-        std::copy_n(v + (r * hkv + h) * hd, hd, vc + off);
+        const int64_t base = block_base(seq[r], pos[r] / bs, h), j = pos[r] % bs;
+        const float* kr = k + (r * hkv + h) * hd;
+        for (int64_t d = 0; d < hd; ++d) kc[base + d * bs + j] = kr[d];
+        std::copy_n(v + (r * hkv + h) * hd, hd, vc + base + j * hd);
       }
     }
     outputs[0] = ctx.alloc.allocate_uninitialized(DType::kFloat32, {rows, hq * hd});
     float* y = outputs[0].data<float>();
     const int64_t group = hq / hkv;
-    for_rows(ctx.pool, rows * hq, 1, [&](int64_t i0, int64_t i1) {
-      std::vector<float> scores;
+    // One work item per (token, kv head): the group's query heads share every K and V load.
+    for_rows(ctx.pool, rows * hkv, 1, [&](int64_t i0, int64_t i1) {
+      thread_local std::vector<float> scores;
+      thread_local std::vector<const float*> kblocks, vblocks;
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t r = i / hq, h = i % hq, g = h / group;
-        const int64_t len = pos[r] + 1;
-        const float* qh = q + (r * hq + h) * hd;
-        scores.resize(len);
-        for (int64_t p0 = 0; p0 < len; p0 += bs) {
-          const float* kb = kc + block_base(seq[r], p0 / bs, g);
-          const int64_t n = std::min(bs, len - p0);
-          for (int64_t j = 0; j < n; ++j) scores[p0 + j] = isa_.dot(qh, kb + j * hd, hd) * scale;
+        const int64_t r = i / hkv, g = i % hkv, len = pos[r] + 1, nblocks = (len + bs - 1) / bs;
+        kblocks.resize(nblocks);
+        vblocks.resize(nblocks);
+        for (int64_t b = 0; b < nblocks; ++b) {
+          kblocks[b] = kc + block_base(seq[r], b, g);
+          vblocks[b] = vc + block_base(seq[r], b, g);
         }
-        isa_.softmax_row(scores.data(), len, scores.data());
-        float* out = y + (r * hq + h) * hd;
-        std::fill_n(out, hd, 0.0f);
-        for (int64_t p0 = 0; p0 < len; p0 += bs) {
-          const float* vb = vc + block_base(seq[r], p0 / bs, g);
-          const int64_t n = std::min(bs, len - p0);
-          for (int64_t j = 0; j < n; ++j) isa_.axpy(scores[p0 + j], vb + j * hd, out, hd);
-        }
+        scores.resize(group * len);
+        const float* qg = q + (r * hq + g * group) * hd;
+        isa_.attention_scores(qg, hd, group, hd, kblocks.data(), bs, len, scale, scores.data(), len);
+        for (int64_t h = 0; h < group; ++h) isa_.softmax_row(scores.data() + h * len, len, scores.data() + h * len);
+        isa_.attention_values(scores.data(), len, group, len, vblocks.data(), bs, hd, y + (r * hq + g * group) * hd, hd);
       }
     });
     return Status();

@@ -29,8 +29,8 @@ IsaKernels make_kernels(Isa isa) {
   k.softmax_row = &softmax_row<S>;
   k.softmax_columns = &softmax_columns<S>;
   k.layer_norm_row = &layer_norm_row<S>;
-  k.dot = &dot<S>;
-  k.axpy = &axpy<S>;
+  k.attention_scores = &attention_scores<S>;
+  k.attention_values = &attention_values<S>;
   k.rms_norm_row = &rms_norm_row<S>;
   k.silu_mul = &silu_mul<S>;
   k.gelu_tanh = &gelu_tanh<S>;

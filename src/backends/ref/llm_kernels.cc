@@ -187,15 +187,18 @@ Status paged_attention(RefKernelContext& ctx) {
   const int32_t* pos = ctx.input(6)->data<int32_t>();
   const Tensor& tables = *ctx.input(7);
   const int64_t rows = q.dim(0), width = tables.dim(1);
-  auto slot = [&](int32_t s, int32_t p, int64_t h) {  // float offset of (seq s, position p, kv head h)
-    const int64_t blk = tables.data<int32_t>()[s * width + p / bs];
-    return ((blk * hkv + h) * bs + p % bs) * hd;
+  // Float offsets of element i of (seq s, position p, kv head h): K blocks hold their keys
+  // transposed ([hd][bs]), V blocks by rows ([bs][hd]).
+  auto block = [&](int32_t s, int32_t p, int64_t h) {
+    return (static_cast<int64_t>(tables.data<int32_t>()[s * width + p / bs]) * hkv + h) * bs * hd;
   };
+  auto k_slot = [&](int32_t s, int32_t p, int64_t h, int64_t i) { return block(s, p, h) + i * bs + p % bs; };
+  auto v_slot = [&](int32_t s, int32_t p, int64_t h, int64_t i) { return block(s, p, h) + (p % bs) * hd + i; };
   for (int64_t t = 0; t < rows; ++t) {
     for (int64_t h = 0; h < hkv; ++h) {
       for (int64_t i = 0; i < hd; ++i) {
-        kc[slot(seq[t], pos[t], h) + i] = k.data<float>()[t * hkv * hd + h * hd + i];
-        vc[slot(seq[t], pos[t], h) + i] = v.data<float>()[t * hkv * hd + h * hd + i];
+        kc[k_slot(seq[t], pos[t], h, i)] = k.data<float>()[t * hkv * hd + h * hd + i];
+        vc[v_slot(seq[t], pos[t], h, i)] = v.data<float>()[t * hkv * hd + h * hd + i];
       }
     }
   }
@@ -209,9 +212,8 @@ Status paged_attention(RefKernelContext& ctx) {
       const float* qh = q.data<float>() + t * hq * hd + h * hd;
       double mx = -INFINITY;
       for (int32_t p = 0; p < len; ++p) {
-        const float* kp = kc + slot(seq[t], p, g);
         double dot = 0;
-        for (int64_t i = 0; i < hd; ++i) dot += static_cast<double>(qh[i]) * kp[i];
+        for (int64_t i = 0; i < hd; ++i) dot += static_cast<double>(qh[i]) * kc[k_slot(seq[t], p, g, i)];
         scores[p] = dot * scale;
         mx = std::max(mx, scores[p]);
       }
@@ -219,8 +221,7 @@ Status paged_attention(RefKernelContext& ctx) {
       for (int32_t p = 0; p < len; ++p) sum += scores[p] = std::exp(scores[p] - mx);
       std::fill(out.begin(), out.end(), 0.0);
       for (int32_t p = 0; p < len; ++p) {
-        const float* vp = vc + slot(seq[t], p, g);
-        for (int64_t i = 0; i < hd; ++i) out[i] += scores[p] / sum * vp[i];
+        for (int64_t i = 0; i < hd; ++i) out[i] += scores[p] / sum * vc[v_slot(seq[t], p, g, i)];
       }
       for (int64_t i = 0; i < hd; ++i) y.data<float>()[t * hq * hd + h * hd + i] = static_cast<float>(out[i]);
     }
