@@ -1,5 +1,7 @@
 #include "llm/kv_cache.h"
 
+#include <cstring>
+
 namespace tessera::llm {
 
 KvBlockPool::KvBlockPool(int32_t capacity) : in_use_(capacity, 0) {
@@ -38,6 +40,12 @@ KvCache::KvCache(const ModelConfig& c, int64_t blocks, int64_t block_size)
   for (int64_t l = 0; l < c.layers; ++l) {
     k_.emplace_back(DType::kFloat32, k_dims, Storage::allocate_bytes_uninitialized(bytes));
     v_.emplace_back(DType::kFloat32, v_dims, Storage::allocate_bytes_uninitialized(bytes));
+  }
+}
+
+void KvCache::commit() {
+  for (auto* tensors : {&k_, &v_}) {
+    for (Tensor& t : *tensors) std::memset(t.raw_data(), 0, t.nbytes());
   }
 }
 

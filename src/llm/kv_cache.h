@@ -50,6 +50,9 @@ class KvCache {
   int64_t blocks() const { return pool_.capacity(); }
   KvBlockPool& pool() { return pool_; }
   const Tensor& k(int64_t layer) const { return k_[layer]; }
+  // Writes every block once, so that the whole preallocation is resident from now on (a server's
+  // memory then stays flat as requests touch new blocks). The contents stay meaningless.
+  void commit();
   const Tensor& v(int64_t layer) const { return v_[layer]; }
 
   // Grows seq's block table so it holds `length` positions; fails (taking nothing) when the pool

@@ -56,6 +56,9 @@ class LanguageModel {
   // Bytes of weights held (graph constants).
   int64_t weight_bytes() const { return weight_bytes_; }
 
+  // Frees the step buffers kept for reuse (sized by the largest recent batch); returns their bytes.
+  size_t release_free_buffers() { return session_->release_free_buffers(); }
+
   // Runs one step. Returns float[R, vocab]: a row per sequence with want_logits, in order.
   // Fails, changing nothing, when a sequence would exceed the context or the cache is full.
   Result<Tensor> step(const std::vector<StepSequence>& batch);

@@ -59,6 +59,18 @@ void BufferPool::detach(const Tensor& t) {
   if (owned_.erase(t.storage().get())) live_bytes_ -= t.storage()->capacity();
 }
 
+size_t BufferPool::release_free() {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t bytes = 0;
+  for (auto& [capacity, storage] : free_) {
+    owned_.erase(storage.get());
+    bytes += capacity;
+  }
+  free_.clear();
+  reserved_bytes_ -= bytes;
+  return bytes;
+}
+
 void BufferPool::reset_peak() {
   std::lock_guard<std::mutex> lock(mu_);
   peak_bytes_ = live_bytes_;

@@ -28,6 +28,8 @@ class BufferPool final : public TensorAllocator {
   size_t reserved_bytes() const { return reserved_bytes_; }  // live + free
   // Starts a new peak measurement (free buffers are kept for reuse).
   void reset_peak();
+  // Frees the buffers kept for reuse (after a burst of large steps); returns their bytes.
+  size_t release_free();
 
  private:
   Tensor take(DType dtype, std::vector<int64_t> dims, bool zero_fill);

@@ -4,9 +4,21 @@
 #include <cmath>
 #include <unordered_set>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 namespace tessera::serve {
 
 namespace {
+
+// Returns the free pages of every malloc arena to the system (glibc), so that a server's resident
+// memory falls back after a burst of requests.
+void release_free_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -117,6 +129,7 @@ Engine::Engine(llm::LanguageModel& model, EngineOptions opts) : model_(model), o
   opts_.chunk_size = std::max<int64_t>(1, opts_.chunk_size);
   opts_.max_running = std::max<int64_t>(1, opts_.max_running);
   if (opts_.prefix_cache) cache_ = std::make_unique<PrefixCache>(model_.cache().pool(), model_.cache().block_size());
+  model_.cache().commit();  // the KV cache's memory is taken now, not as requests reach new blocks
   publish_stats();
   thread_ = std::thread(&Engine::loop, this);
 }
@@ -219,9 +232,20 @@ void Engine::loop() {
     bool flush = false;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      wake_.wait(lk, [&] {
+      auto has_work = [&] {
         return stopping_ || !inbox_.empty() || flush_done_ < flush_requested_ || !running_.empty() || !waiting_.empty();
-      });
+      };
+      // Idle for a second after work: hand the memory the burst freed back to the system, once:
+      // the step buffers kept for the largest batch, and the free pages of every thread's
+      // malloc arena (request state, HTTP buffers).
+      if (worked_since_trim_ && !wake_.wait_for(lk, std::chrono::seconds(1), has_work)) {
+        worked_since_trim_ = false;
+        lk.unlock();
+        model_.release_free_buffers();
+        release_free_memory();
+        lk.lock();
+      }
+      wake_.wait(lk, has_work);
       if (stopping_) break;
       while (!inbox_.empty()) {
         waiting_.push_back(std::move(inbox_.front()));
@@ -242,7 +266,10 @@ void Engine::loop() {
     drop_cancelled();
     std::vector<BatchItem> batch;
     build_batch(batch);
-    if (!batch.empty()) run_step(batch);
+    if (!batch.empty()) {
+      run_step(batch);
+      worked_since_trim_ = true;
+    }
     std::erase_if(running_, [](const auto& r) { return r->state == RequestState::kDone; });
     std::erase_if(waiting_, [](const auto& r) { return r->state == RequestState::kDone; });
     if (opts_.check_invariants && invariant_error_.empty()) invariant_error_ = check_block_ownership();

@@ -164,6 +164,7 @@ class Engine {
   std::vector<std::unique_ptr<Request>> running_;
   uint64_t next_id_ = 0;
   int64_t steps_ = 0, preemptions_ = 0;
+  bool worked_since_trim_ = false;  // steps ran since the last release_free_memory
   std::string invariant_error_;
   std::thread thread_;
 };

@@ -1,6 +1,7 @@
 #include "serve/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdio>
@@ -53,6 +54,10 @@ HttpServer::HttpServer(Engine& engine, ServeMetrics& metrics, ServerOptions opts
   http_->set_read_timeout(opts_.timeout_seconds, 0);
   http_->set_write_timeout(opts_.timeout_seconds, 0);
   http_->set_keep_alive_timeout(5);
+  http_->set_socket_options([this](int s) {
+    httplib::default_socket_options(s);
+    listen_socket_ = s;  // the last socket configured is the one that binds
+  });
   add_routes();
 }
 
@@ -68,6 +73,10 @@ Status HttpServer::bind() {
     }
     port_ = opts_.port;
   }
+  // cpp-httplib listens with a backlog of 5: a burst of new clients (32 connecting at once) would
+  // overflow the accept queue and see their connections stall or reset. Listening again on a
+  // listening socket only changes its backlog.
+  if (listen_socket_ >= 0) ::listen(listen_socket_, SOMAXCONN);
   return Status();
 }
 

@@ -52,6 +52,7 @@ class HttpServer {
   ServerOptions opts_;
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;
+  int listen_socket_ = -1;  // the bound socket (to widen its accept queue)
   std::atomic<uint64_t> next_id_{0};
   int64_t started_ = 0;
   int64_t preemptions_seen_ = 0;

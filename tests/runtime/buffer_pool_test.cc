@@ -64,5 +64,25 @@ TEST(BufferPool, DetachedBufferLeavesThePool) {
   EXPECT_NE(b.raw_data(), keep.raw_data());
 }
 
+TEST(BufferPool, ReleaseFreeDropsOnlyTheFreeBuffers) {
+  BufferPool pool;
+  Tensor live = pool.allocate(DType::kFloat32, {1024});
+  Tensor a = pool.allocate(DType::kFloat32, {2048});
+  Tensor b = pool.allocate(DType::kFloat32, {4096});
+  const size_t live_bytes = pool.live_bytes() - a.nbytes() - b.nbytes();
+  pool.release(a);
+  pool.release(b);
+  const size_t freed = pool.release_free();
+  EXPECT_GE(freed, (2048u + 4096u) * sizeof(float));
+  EXPECT_EQ(pool.reserved_bytes(), pool.live_bytes());
+  EXPECT_GE(pool.live_bytes(), live_bytes);
+  EXPECT_EQ(pool.release_free(), 0u);
+  // The live buffer still comes back and is reused afterwards.
+  const void* p = live.raw_data();
+  pool.release(live);
+  Tensor c = pool.allocate(DType::kFloat32, {1000});
+  EXPECT_EQ(c.raw_data(), p);
+}
+
 }  // namespace
 }  // namespace tessera

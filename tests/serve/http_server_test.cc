@@ -329,38 +329,41 @@ int64_t resident_kib() {
 // The issue's load check, on the built-in model: 1,000 short requests from 32 clients, 5% malformed.
 TEST(ServeHttp, ThousandRequestsFrom32ClientsWithMalformedOnes) {
   TestServer srv;
-  {  // warm up the allocator and the kernels, so the idle level is the warm one
-    httplib::Client c = srv.client();
-    for (int i = 0; i < 40; ++i) post(c, "/v1/completions", R"({"prompt": "warm", "max_tokens": 8})");
-  }
+  // Warm up with the same concurrency, so that the idle level is the warm one: the kernels'
+  // buffers for the largest batch, the HTTP threads' stacks and arenas.
+  auto run_clients = [&](int n, const std::function<void(httplib::Client&, int)>& one) {
+    std::atomic<int> next{0};
+    std::vector<std::thread> clients;
+    for (int t = 0; t < 32; ++t) {
+      clients.emplace_back([&] {
+        httplib::Client c = srv.client();
+        for (int i; (i = next++) < n;) one(c, i);
+      });
+    }
+    for (auto& t : clients) t.join();
+  };
+  run_clients(96, [](httplib::Client& c, int) { post(c, "/v1/completions", R"({"prompt": "warm", "max_tokens": 8})"); });
   srv.idle();
   srv.engine->flush_prefix_cache();
   const int64_t idle_kib = resident_kib();
-  std::atomic<int> next{0}, answered{0}, rejected{0}, wrong{0};
-  std::vector<std::thread> clients;
-  for (int t = 0; t < 32; ++t) {
-    clients.emplace_back([&] {
-      httplib::Client c = srv.client();
-      for (int i; (i = next++) < 1000;) {
-        const bool malformed = i % 20 == 7;
-        const bool stream = i % 3 == 0;
-        const std::string body = malformed ? (i % 40 == 7 ? R"({"prompt": "x", "max_tokens": "8")" : R"({"prompt": )")
-                                           : json{{"prompt", "request " + std::to_string(i)}, {"max_tokens", 8}, {"stream", stream}}.dump();
-        auto r = c.Post("/v1/completions", body, "application/json");
-        if (!r) {
-          ADD_FAILURE() << "request " << i << ": " << httplib::to_string(r.error());
-          ++wrong;
-        } else if (malformed) {
-          (r->status >= 400 && r->status < 500 ? rejected : wrong)++;
-        } else {
-          const bool good = r->status == 200 && (stream ? parse_stream(r->body, false).done : json::parse(r->body, nullptr, false).contains("usage"));
-          if (!good) ADD_FAILURE() << "request " << i << ": " << r->status << " " << r->body;
-          (good ? answered : wrong)++;
-        }
-      }
-    });
-  }
-  for (auto& t : clients) t.join();
+  std::atomic<int> answered{0}, rejected{0}, wrong{0};
+  run_clients(1000, [&](httplib::Client& c, int i) {
+    const bool malformed = i % 20 == 7;
+    const bool stream = i % 3 == 0;
+    const std::string body = malformed ? (i % 40 == 7 ? R"({"prompt": "x", "max_tokens": "8")" : R"({"prompt": )")
+                                       : json{{"prompt", "request " + std::to_string(i)}, {"max_tokens", 8}, {"stream", stream}}.dump();
+    auto r = c.Post("/v1/completions", body, "application/json");
+    if (!r) {
+      ADD_FAILURE() << "request " << i << ": " << httplib::to_string(r.error());
+      ++wrong;
+    } else if (malformed) {
+      (r->status >= 400 && r->status < 500 ? rejected : wrong)++;
+    } else {
+      const bool good = r->status == 200 && (stream ? parse_stream(r->body, false).done : json::parse(r->body, nullptr, false).contains("usage"));
+      if (!good) ADD_FAILURE() << "request " << i << ": " << r->status << " " << r->body;
+      (good ? answered : wrong)++;
+    }
+  });
   EXPECT_EQ(answered, 950);
   EXPECT_EQ(rejected, 50);
   EXPECT_EQ(wrong, 0);
@@ -368,13 +371,15 @@ TEST(ServeHttp, ThousandRequestsFrom32ClientsWithMalformedOnes) {
   EXPECT_EQ(st.invariant_error, "");
   srv.engine->flush_prefix_cache();
   EXPECT_EQ(srv.engine->stats().kv_blocks_in_use, 0);
-  // Memory back to the idle level (the KV cache is preallocated; allow allocator slack). Not under
-  // ASan, whose quarantine keeps freed memory resident on purpose (LeakSanitizer checks leaks).
+  // Memory back to the idle level (the KV cache is preallocated; allow allocator slack; the
+  // engine returns free pages once it has been idle for a second). Not under ASan, whose
+  // quarantine keeps freed memory resident on purpose (LeakSanitizer checks leaks).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   const int64_t grown_kib = resident_kib() - idle_kib;
   std::printf("resident memory: idle %lld KiB, after the load %+lld KiB\n", static_cast<long long>(idle_kib),
               static_cast<long long>(grown_kib));
 #ifndef __SANITIZE_ADDRESS__
-  EXPECT_LT(grown_kib, 64 << 10) << "idle " << idle_kib << " KiB";
+  EXPECT_LT(grown_kib, 8 << 10) << "idle " << idle_kib << " KiB";
 #endif
 }
 
