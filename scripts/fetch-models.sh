@@ -81,56 +81,57 @@ else
   done
 fi
 
-# --- 2. ONNX Runtime (Node.js binding, CPU) --------------------------------------------------
-ort_pkg_json="$NODE_PREFIX/node_modules/$ORT_PKG/package.json"
-ort_installed_version=""
-if [[ -f "$ort_pkg_json" ]]; then
-  ort_installed_version=$(node -e 'process.stdout.write(require(process.argv[1]).version)' "$ort_pkg_json" 2>/dev/null || true)
-fi
-if [[ "$ort_installed_version" == "$ORT_VERSION" ]]; then
-  log "$ORT_PKG@$ORT_VERSION present in .cache/node"
-else
-  log "installing $ORT_PKG@$ORT_VERSION into .cache/node (CPU only)"
+# The version of npm package $1 installed in .cache/node, or nothing.
+installed_version() {
+  local pkg_json="$NODE_PREFIX/node_modules/$1/package.json"
+  [[ -f "$pkg_json" ]] || return 0
+  node -e 'process.stdout.write(require(process.argv[1]).version)' "$pkg_json" 2>/dev/null || true
+}
+
+# npm_install LOG_NAME PKG@VERSION...: installs into .cache/node, logging to .cache/node/LOG_NAME.
+# ONNXRUNTIME_NODE_INSTALL=skip on every install: onnxruntime-node's postinstall step (which npm
+# may rerun for any install) tries to download GPU libraries from outside the npm registry, which
+# fails offline.
+npm_install() {
+  local log_file="$NODE_PREFIX/$1"
+  shift
   mkdir -p "$NODE_PREFIX"
   [[ -f "$NODE_PREFIX/package.json" ]] || echo '{"name":"tessera-node-tools","private":true}' >"$NODE_PREFIX/package.json"
-  # Without ONNXRUNTIME_NODE_INSTALL=skip, the postinstall step tries to download GPU libraries
-  # from outside the npm registry, which fails offline.
-  if ! (cd "$NODE_PREFIX" && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund -E \
-    "$ORT_PKG@$ORT_VERSION" >"$NODE_PREFIX/install.log" 2>&1); then
-    tail -n 20 "$NODE_PREFIX/install.log" >&2 || true
-    die "'npm install $ORT_PKG@$ORT_VERSION' failed (is the npm registry reachable? full log:" \
-      "$NODE_PREFIX/install.log)"
+  if ! (cd "$NODE_PREFIX" && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund -E "$@" >"$log_file" 2>&1); then
+    tail -n 20 "$log_file" >&2 || true
+    die "'npm install $*' failed (is the npm registry reachable? full log: $log_file)"
   fi
-fi
-# Check that the native binding loads on this machine.
-if ! (cd "$NODE_PREFIX" && node -e "require('$ORT_PKG')" >/dev/null 2>"$NODE_PREFIX/load.log"); then
-  cat "$NODE_PREFIX/load.log" >&2
-  die "$ORT_PKG@$ORT_VERSION is installed but does not load (see above)"
-fi
+}
+
+# install_node_package PKG VERSION: PKG@VERSION in .cache/node, installed if missing, and loading.
+install_node_package() {
+  local pkg=$1 version=$2
+  if [[ "$(installed_version "$pkg")" == "$version" ]]; then
+    log "$pkg@$version present in .cache/node"
+  else
+    log "installing $pkg@$version into .cache/node"
+    npm_install "install-$pkg.log" "$pkg@$version"
+  fi
+  # Check that the package (for onnxruntime-node: its native binding) loads on this machine.
+  if ! (cd "$NODE_PREFIX" && node -e "require('$pkg')" >/dev/null 2>"$NODE_PREFIX/load-$pkg.log"); then
+    cat "$NODE_PREFIX/load-$pkg.log" >&2
+    die "$pkg@$version is installed but does not load (see above)"
+  fi
+}
+
+# --- 2. ONNX Runtime (Node.js binding, CPU) --------------------------------------------------
+install_node_package "$ORT_PKG" "$ORT_VERSION"
 
 # --- 3. Tokenizer references (GPT-2 and LLaMA vocabularies with their JS encoders) -------------
 missing_pkgs=()
 for pkg in "${!TOKENIZER_PKGS[@]}"; do
-  want="${TOKENIZER_PKGS[$pkg]}"
-  pkg_json="$NODE_PREFIX/node_modules/$pkg/package.json"
-  have=""
-  if [[ -f "$pkg_json" ]]; then
-    have=$(node -e 'process.stdout.write(require(process.argv[1]).version)' "$pkg_json" 2>/dev/null || true)
-  fi
-  [[ "$have" == "$want" ]] || missing_pkgs+=("$pkg@$want")
+  [[ "$(installed_version "$pkg")" == "${TOKENIZER_PKGS[$pkg]}" ]] || missing_pkgs+=("$pkg@${TOKENIZER_PKGS[$pkg]}")
 done
 if ((${#missing_pkgs[@]} == 0)); then
   log "tokenizer packages present in .cache/node"
 else
   log "installing ${missing_pkgs[*]} into .cache/node"
-  mkdir -p "$NODE_PREFIX"
-  [[ -f "$NODE_PREFIX/package.json" ]] || echo '{"name":"tessera-node-tools","private":true}' >"$NODE_PREFIX/package.json"
-  if ! (cd "$NODE_PREFIX" && npm install --no-audit --no-fund -E "${missing_pkgs[@]}" \
-    >"$NODE_PREFIX/install-tokenizers.log" 2>&1); then
-    tail -n 20 "$NODE_PREFIX/install-tokenizers.log" >&2 || true
-    die "'npm install ${missing_pkgs[*]}' failed (is the npm registry reachable? full log:" \
-      "$NODE_PREFIX/install-tokenizers.log)"
-  fi
+  npm_install install-tokenizers.log "${missing_pkgs[@]}"
   rm -f "$VOCAB_DIR/llama-vocab.json"  # re-export from the freshly installed package
 fi
 if [[ -s "$VOCAB_DIR/llama-vocab.json" ]]; then
@@ -142,27 +143,5 @@ else
 fi
 
 # --- 4. The OpenAI client (the end-to-end test of `tessera serve`) -----------------------------
-openai_pkg_json="$NODE_PREFIX/node_modules/$OPENAI_PKG/package.json"
-openai_installed_version=""
-if [[ -f "$openai_pkg_json" ]]; then
-  openai_installed_version=$(node -e 'process.stdout.write(require(process.argv[1]).version)' "$openai_pkg_json" 2>/dev/null || true)
-fi
-if [[ "$openai_installed_version" == "$OPENAI_VERSION" ]]; then
-  log "$OPENAI_PKG@$OPENAI_VERSION present in .cache/node"
-else
-  log "installing $OPENAI_PKG@$OPENAI_VERSION into .cache/node"
-  mkdir -p "$NODE_PREFIX"
-  [[ -f "$NODE_PREFIX/package.json" ]] || echo '{"name":"tessera-node-tools","private":true}' >"$NODE_PREFIX/package.json"
-  # ONNXRUNTIME_NODE_INSTALL=skip in case npm reruns onnxruntime-node's postinstall (see above).
-  if ! (cd "$NODE_PREFIX" && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund -E \
-    "$OPENAI_PKG@$OPENAI_VERSION" >"$NODE_PREFIX/install-openai.log" 2>&1); then
-    tail -n 20 "$NODE_PREFIX/install-openai.log" >&2 || true
-    die "'npm install $OPENAI_PKG@$OPENAI_VERSION' failed (is the npm registry reachable? full log:" \
-      "$NODE_PREFIX/install-openai.log)"
-  fi
-fi
-if ! (cd "$NODE_PREFIX" && node -e "require('$OPENAI_PKG')" >/dev/null 2>"$NODE_PREFIX/load-openai.log"); then
-  cat "$NODE_PREFIX/load-openai.log" >&2
-  die "$OPENAI_PKG@$OPENAI_VERSION is installed but does not load (see above)"
-fi
+install_node_package "$OPENAI_PKG" "$OPENAI_VERSION"
 log "done"
