@@ -27,6 +27,7 @@ constexpr TypeInfo kTypes[] = {
     {QType::kQ4_K, "q4_k", kQK_K, sizeof(BlockQ4_K)},
     {QType::kQ6_K, "q6_k", kQK_K, sizeof(BlockQ6_K)},
     {QType::kQ4_0R, "q4_0r", 4 * kQK4_0, sizeof(BlockQ4_0x4)},
+    {QType::kQ8_0R, "q8_0r", 4 * kQK8_0, sizeof(BlockQ8_0x4)},
 };
 
 const TypeInfo& info(QType t) {
@@ -103,6 +104,35 @@ void repack_q4_0_to_q4_0r(const void* src, int64_t n, void* dst) {
   }
 }
 
+void repack_q8_0_to_q8_0r(const void* src, int64_t n, void* dst) {
+  TESSERA_CHECK(n % (4 * kQK8_0) == 0, "q8_0r groups hold 128 values");
+  const auto* in = static_cast<const BlockQ8_0*>(src);
+  auto* out = static_cast<BlockQ8_0x4*>(dst);
+  for (int64_t g = 0; g < n / (4 * kQK8_0); ++g) {
+    BlockQ8_0x4 group;  // built aside: src and dst may be the same bytes
+    for (int i = 0; i < 4; ++i) {
+      const BlockQ8_0& b = in[4 * g + i];
+      group.d[i] = b.d;
+      for (int e = 0; e < kQK8_0 / 2; ++e) {
+        group.lo[i][e] = static_cast<uint8_t>(b.qs[e] + 128);
+        group.hi[i][e] = static_cast<uint8_t>(b.qs[kQK8_0 / 2 + e] + 128);
+      }
+    }
+    std::memcpy(&out[g], &group, sizeof(group));
+  }
+}
+
+BlockQ8_0 q8_0r_block(const void* row, int64_t b) {
+  const BlockQ8_0x4& g = static_cast<const BlockQ8_0x4*>(row)[b / 4];
+  BlockQ8_0 block;
+  block.d = g.d[b % 4];
+  for (int e = 0; e < kQK8_0 / 2; ++e) {
+    block.qs[e] = static_cast<int8_t>(g.lo[b % 4][e] - 128);
+    block.qs[kQK8_0 / 2 + e] = static_cast<int8_t>(g.hi[b % 4][e] - 128);
+  }
+  return block;
+}
+
 const char* qtype_name(QType t) { return info(t).name; }
 
 std::optional<QType> qtype_from_name(const std::string& name) {
@@ -116,7 +146,7 @@ std::optional<QType> qtype_from_name(const std::string& name) {
 
 std::optional<QType> qtype_from_ggml(uint32_t ggml_type) {
   for (const TypeInfo& i : kTypes) {
-    if (static_cast<uint32_t>(i.type) == ggml_type && i.type != QType::kQ4_0R) return i.type;
+    if (static_cast<uint32_t>(i.type) == ggml_type && static_cast<uint32_t>(i.type) < 1000) return i.type;
   }
   return std::nullopt;
 }
@@ -145,6 +175,10 @@ void quantize_row(QType t, const float* x, int64_t n, void* dst) {
     case QType::kQ4_0R:
       quantize_q4_0(x, n, static_cast<BlockQ4_0*>(dst));
       repack_q4_0_to_q4_0r(dst, n, dst);
+      return;
+    case QType::kQ8_0R:
+      quantize_q8_0(x, n, static_cast<BlockQ8_0*>(dst));
+      repack_q8_0_to_q8_0r(dst, n, dst);
       return;
   }
 }
@@ -177,6 +211,12 @@ void dequantize_row(QType t, const void* src, int64_t n, float* dst) {
       }
       return;
     }
+    case QType::kQ8_0R:
+      for (int64_t b = 0; b < n / kQK8_0; ++b) {
+        const BlockQ8_0 block = q8_0r_block(src, b);
+        dequantize_q8_0(&block, kQK8_0, dst + b * kQK8_0);
+      }
+      return;
   }
 }
 

@@ -23,15 +23,17 @@ enum class QType : uint32_t {
   kQ4_K = 12,
   kQ6_K = 14,
   kBF16 = 30,
-  // tessera's own layout, never in files: Q4_0 repacked for AVX-512 (see BlockQ4_0x4).
+  // tessera's own layouts (numbers from 1000), never in files: Q4_0 and Q8_0 regrouped for
+  // AVX-512 (see BlockQ4_0x4, BlockQ8_0x4).
   kQ4_0R = 1000,
+  kQ8_0R = 1001,
 };
 
-// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_0r".
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_0r", "q8_0r".
 const char* qtype_name(QType t);
 // By name (as above, case-insensitive), or nullopt.
 std::optional<QType> qtype_from_name(const std::string& name);
-// By ggml type number, or nullopt for a type tessera does not read (q4_0r has none).
+// By ggml type number, or nullopt for a type tessera does not read (q4_0r, q8_0r have none).
 std::optional<QType> qtype_from_ggml(uint32_t ggml_type);
 
 // Elements per block (1 for float types, 32 for Q8_0 / Q4_0, 256 for the K-quants).
@@ -67,6 +69,21 @@ struct BlockQ4_0x4 {
 static_assert(sizeof(BlockQ4_0x4) == 4 * sizeof(BlockQ4_0));
 // Converts `n` values (a multiple of 128) of Q4_0 blocks to BlockQ4_0x4 groups; src may equal dst.
 void repack_q4_0_to_q4_0r(const void* src, int64_t n, void* dst);
+
+// Four Q8_0 blocks regrouped: their scales together, then the first 16 quants of each block, then
+// the last 16 of each, every quant stored as q + 128 (unsigned: the AVX-512 kernel multiplies
+// with the weights as the unsigned operand, as for BlockQ4_0x4's nibbles). The same 136 bytes per
+// 128 values as four BlockQ8_0, so a Q8_0 matrix whose rows are multiples of 128 converts in place.
+struct BlockQ8_0x4 {
+  uint16_t d[4];
+  uint8_t lo[4][kQK8_0 / 2];  // lo[i][e] = block i's qs[e] + 128
+  uint8_t hi[4][kQK8_0 / 2];  // hi[i][e] = block i's qs[16 + e] + 128
+};
+static_assert(sizeof(BlockQ8_0x4) == 4 * sizeof(BlockQ8_0));
+// Converts `n` values (a multiple of 128) of Q8_0 blocks to BlockQ8_0x4 groups; src may equal dst.
+void repack_q8_0_to_q8_0r(const void* src, int64_t n, void* dst);
+// Block b (of 32 values) of a BlockQ8_0x4 row as a Q8_0 block.
+BlockQ8_0 q8_0r_block(const void* row, int64_t b);
 
 constexpr int kQK_K = 256;
 struct BlockQ4_K {

@@ -24,18 +24,24 @@ Result<std::unique_ptr<LanguageModel>> LanguageModel::load_gguf(const std::strin
 
 namespace {
 
-// Q4_0 matrices whose rows are whole groups of four blocks, regrouped to Q4_0R in place (a copy
-// when the tensor is shared with the caller).
-void regroup_q4_0(WeightMap& weights) {
+// Q4_0 and Q8_0 matrices whose rows are whole groups of four blocks, regrouped to Q4_0R / Q8_0R
+// in place (a copy when the tensor is shared with the caller).
+void regroup_for_avx512(WeightMap& weights) {
   for (auto& [name, w] : weights) {
-    if (w.type != quant::QType::kQ4_0 || w.dims.size() != 2 || w.dims[0] % quant::block_elements(quant::QType::kQ4_0R) != 0) {
-      continue;
-    }
+    const bool q4 = w.type == quant::QType::kQ4_0;
+    if ((!q4 && w.type != quant::QType::kQ8_0) || w.dims.size() != 2 || w.dims[0] % 128 != 0) continue;
     if (w.data.storage().use_count() > 1) w.data = w.data.clone();
     auto* bytes = static_cast<uint8_t*>(w.data.raw_data());
-    const int64_t row_bytes = quant::row_bytes(quant::QType::kQ4_0, w.dims[0]);
-    for (int64_t r = 0; r < w.dims[1]; ++r) quant::repack_q4_0_to_q4_0r(bytes + r * row_bytes, w.dims[0], bytes + r * row_bytes);
-    w.type = quant::QType::kQ4_0R;
+    const int64_t row_bytes = quant::row_bytes(w.type, w.dims[0]);
+    for (int64_t r = 0; r < w.dims[1]; ++r) {
+      uint8_t* row = bytes + r * row_bytes;
+      if (q4) {
+        quant::repack_q4_0_to_q4_0r(row, w.dims[0], row);
+      } else {
+        quant::repack_q8_0_to_q8_0r(row, w.dims[0], row);
+      }
+    }
+    w.type = q4 ? quant::QType::kQ4_0R : quant::QType::kQ8_0R;
   }
 }
 
@@ -49,9 +55,9 @@ Result<std::unique_ptr<LanguageModel>> LanguageModel::create(const ModelConfig& 
   std::unique_ptr<LanguageModel> m(new LanguageModel());
   m->config_ = config;
   m->weights_ = std::move(weights);
-  if (opts.regroup_q4_0 && opts.backend == "native" &&
+  if (opts.regroup_quantized && opts.backend == "native" &&
       std::string(native::quant_matmul_path(quant::QType::kQ4_0)) == "avx512-vnni") {
-    regroup_q4_0(m->weights_);
+    regroup_for_avx512(m->weights_);
   }
   for (const auto& [name, w] : m->weights_) m->weight_bytes_ += static_cast<int64_t>(w.data.nbytes());
   if (vocab) {

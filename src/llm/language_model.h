@@ -25,9 +25,9 @@ struct ModelOptions {
   int64_t kv_block_size = 16;
   // The longest sequence allowed; 0: the model's context length.
   int64_t context_length = 0;
-  // Q4_0 matrices regrouped (in place, same bytes) into the layout of the AVX-512 decode kernel
-  // (quant::BlockQ4_0x4), when the native backend runs them with it.
-  bool regroup_q4_0 = true;
+  // Q4_0 and Q8_0 matrices regrouped (in place, same bytes) into the layouts of the AVX-512
+  // kernels (quant::BlockQ4_0x4, BlockQ8_0x4), when the native backend runs them with those.
+  bool regroup_quantized = true;
 };
 
 // One sequence's part of a step: `tokens` at positions start, start + 1, ... (start must equal

@@ -64,7 +64,9 @@ Weights make_weights(QType type, int64_t n, int64_t k, Dist dist, uint32_t seed)
   return w;
 }
 
-bool quantizes_activations(QType t) { return t == QType::kQ8_0 || t == QType::kQ4_0 || t == QType::kQ4_0R; }
+bool quantizes_activations(QType t) {
+  return t == QType::kQ8_0 || t == QType::kQ4_0 || t == QType::kQ4_0R || t == QType::kQ8_0R;
+}
 
 struct Reference {
   std::vector<double> y, tol, mag;
@@ -140,7 +142,7 @@ TEST_P(QuantMatmulTest, MatchesReferenceOnEveryIsa) {
   const bool kq = type == QType::kQ4_K || type == QType::kQ6_K;
   std::vector<int64_t> ks = {32, 96, 256, 4096};
   if (kq) ks = {256, 512, 4096};
-  if (type == QType::kQ4_0R) ks = {128, 384, 4096};  // whole groups of four blocks
+  if (type == QType::kQ4_0R || type == QType::kQ8_0R) ks = {128, 384, 4096};  // whole groups of four blocks
   if (type == QType::kF32 || type == QType::kF16 || type == QType::kBF16) ks.push_back(19);
   ThreadPool pool2(2);
   const Dist dists[] = {Dist::kNormal, Dist::kUniform, Dist::kOutliers, Dist::kZeroBlocks};
@@ -197,7 +199,8 @@ TEST_P(QuantMatmulTest, MatchesReferenceOnEveryIsa) {
 
 INSTANTIATE_TEST_SUITE_P(QuantMatmul, QuantMatmulTest,
                          testing::Values(QType::kF32, QType::kF16, QType::kBF16, QType::kQ8_0,
-                                         QType::kQ4_0, QType::kQ4_K, QType::kQ6_K, QType::kQ4_0R),
+                                         QType::kQ4_0, QType::kQ4_K, QType::kQ6_K, QType::kQ4_0R,
+                                         QType::kQ8_0R),
                          [](const testing::TestParamInfo<QType>& info) {
                            return std::string(quant::qtype_name(info.param));
                          });

@@ -339,5 +339,38 @@ TEST(QuantFormatsRegrouped, Q4_0RHoldsTheSameValuesAsQ4_0) {
   }
 }
 
+// q8_0r: the same values as Q8_0, bytes for bytes, in place or not; quants stored as q + 128, the
+// first halves of the four blocks before the second halves.
+TEST(QuantFormatsRegrouped, Q8_0RHoldsTheSameValuesAsQ8_0) {
+  EXPECT_EQ(row_bytes(QType::kQ8_0R, 256), row_bytes(QType::kQ8_0, 256));
+  EXPECT_EQ(std::string(qtype_name(QType::kQ8_0R)), "q8_0r");
+  EXPECT_FALSE(qtype_from_ggml(static_cast<uint32_t>(QType::kQ8_0R)).has_value());
+  for (int64_t n : {128, 384, 2048}) {
+    std::vector<float> x(n), a(n), b(n), c(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = std::cos(0.29f * static_cast<float>(i)) * (1.0f + static_cast<float>(i % 5));
+    std::vector<uint8_t> q8(row_bytes(QType::kQ8_0, n)), r(q8.size()), direct(q8.size());
+    quantize_row(QType::kQ8_0, x.data(), n, q8.data());
+    repack_q8_0_to_q8_0r(q8.data(), n, r.data());
+    quantize_row(QType::kQ8_0R, x.data(), n, direct.data());
+    EXPECT_EQ(r, direct);
+    const auto* blocks = reinterpret_cast<const BlockQ8_0*>(q8.data());
+    const auto* groups = reinterpret_cast<const BlockQ8_0x4*>(r.data());
+    EXPECT_EQ(groups[0].d[2], blocks[2].d);
+    EXPECT_EQ(groups[0].lo[1][3], static_cast<uint8_t>(blocks[1].qs[3] + 128));
+    EXPECT_EQ(groups[0].hi[3][15], static_cast<uint8_t>(blocks[3].qs[31] + 128));
+    for (int64_t blk = 0; blk < n / 32; ++blk) {
+      const BlockQ8_0 back = q8_0r_block(r.data(), blk);
+      EXPECT_EQ(0, std::memcmp(&back, &blocks[blk], sizeof(back))) << blk;
+    }
+    dequantize_row(QType::kQ8_0, q8.data(), n, a.data());
+    dequantize_row(QType::kQ8_0R, r.data(), n, b.data());
+    EXPECT_EQ(a, b);
+    repack_q8_0_to_q8_0r(q8.data(), n, q8.data());  // in place
+    EXPECT_EQ(q8, r);
+    dequantize_row(QType::kQ8_0R, q8.data(), n, c.data());
+    EXPECT_EQ(a, c);
+  }
+}
+
 }  // namespace
 }  // namespace tessera::quant

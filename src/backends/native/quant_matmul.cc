@@ -64,6 +64,10 @@ double quant_dot(QType type, const uint8_t* w, const int8_t* xq, const float* xd
       const uint8_t* blk = w + b * sizeof(quant::BlockQ8_0);
       dw = fp16(blk);
       for (int i = 0; i < 32; ++i) dot += static_cast<int8_t>(blk[2 + i]) * a[i];
+    } else if (type == QType::kQ8_0R) {
+      const quant::BlockQ8_0 blk = quant::q8_0r_block(w, b);
+      dw = quant::fp16_to_float(blk.d);
+      for (int i = 0; i < 32; ++i) dot += blk.qs[i] * a[i];
     } else if (type == QType::kQ4_0R) {
       const uint8_t* group = w + b / 4 * sizeof(quant::BlockQ4_0x4);
       dw = fp16(group + 2 * (b % 4));
@@ -116,7 +120,7 @@ const qmm::Kernels kScalar = {scalar_quantize_rows, scalar_block, nullptr, nullp
 bool type_supported(QType t) {
   switch (t) {
     case QType::kF32: case QType::kF16: case QType::kBF16: case QType::kQ8_0: case QType::kQ4_0:
-    case QType::kQ4_K: case QType::kQ6_K: case QType::kQ4_0R: return true;
+    case QType::kQ4_K: case QType::kQ6_K: case QType::kQ4_0R: case QType::kQ8_0R: return true;
   }
   return false;
 }
@@ -142,13 +146,17 @@ const qmm::Kernels& kernels_for(Isa isa) {
 namespace qmm {
 const Kernels& scalar_qmm_kernels() { return kScalar; }
 
-int64_t unpack_q4_rows_to_q8_0(const Problem& p, int64_t j0, int64_t j1, uint8_t* dst) {
+int64_t unpack_rows_to_q8_0(const Problem& p, int64_t j0, int64_t j1, uint8_t* dst) {
   const int64_t blocks = p.k / quant::kQK4_0;
   const int64_t out_row = blocks * int64_t{sizeof(quant::BlockQ8_0)};
   const bool regrouped = p.type == QType::kQ4_0R;
   for (int64_t j = j0; j < j1; ++j) {
     const uint8_t* row = p.w + j * p.w_row_bytes;
     auto* out = reinterpret_cast<quant::BlockQ8_0*>(dst + (j - j0) * out_row);
+    if (p.type == QType::kQ8_0R) {
+      for (int64_t b = 0; b < blocks; ++b) out[b] = quant::q8_0r_block(row, b);
+      continue;
+    }
     for (int64_t b = 0; b < blocks; ++b) {
       const auto* g = reinterpret_cast<const quant::BlockQ4_0x4*>(row) + b / 4;
       const auto* q4 = reinterpret_cast<const quant::BlockQ4_0*>(row) + b;

@@ -222,16 +222,18 @@ void qtile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
   finish<R, J>(p, acc, t0, j0);
 }
 
-// Q4_0R weights (BlockQ4_0x4 groups of four blocks): one 64-byte load holds the quants of four
-// blocks, their four scales sit together. The activations come regrouped to match
-// (regroup_q4r_rows), so a tile's inner loop only unpacks each weight group once and then spends
-// five instructions per activation row x weight row.
-constexpr int64_t kQ4RGroupBytes = 256;  // regrouped activations of one 128-value group
+// Q4_0R / Q8_0R weights (BlockQ4_0x4 / BlockQ8_0x4 groups of four blocks): one 64-byte load
+// holds the quants of four blocks (Q4_0R: both halves as nibbles; Q8_0R: one half, as q + 128),
+// their four scales sit together. The activations come regrouped to match (regroup_activation_rows),
+// so a tile's inner loop only unpacks each weight group once and then spends five instructions
+// per activation row x weight row.
+constexpr int64_t kRegroupedGroupBytes = 256;  // regrouped activations of one 128-value group
 
 // Per group of row r: the first 16 values of each of its four blocks (64 bytes), the last 16 (64
 // bytes), -8 x the sum of each 4 activations (16 int32: the start that makes the unsigned
-// nibbles q - 8), and block i's scale in lanes 4i..4i+3 (16 floats).
-void regroup_q4r_rows(const Problem& p, int64_t r0, int64_t r1, uint8_t* xr, int64_t ldxr) {
+// nibbles q - 8; shifted left by 4 it undoes Q8_0R's + 128), and block i's scale in lanes
+// 4i..4i+3 (16 floats).
+void regroup_activation_rows(const Problem& p, int64_t r0, int64_t r1, uint8_t* xr, int64_t ldxr) {
   const int64_t groups = p.k / (4 * quant::kQK4_0);
   const __m512i zero = _mm512_setzero_si512(), eight = _mm512_set1_epi8(8);
   // 64-bit units of two 64-byte activation loads (blocks 0-1, 2-3): first halves, last halves.
@@ -242,7 +244,7 @@ void regroup_q4r_rows(const Problem& p, int64_t r0, int64_t r1, uint8_t* xr, int
     const int8_t* xq = p.xq + r * p.ldxq;
     const float* xd = p.xd + r * p.ldxd;
     for (int64_t g = 0; g < groups; ++g) {
-      uint8_t* out = xr + r * ldxr + g * kQ4RGroupBytes;
+      uint8_t* out = xr + r * ldxr + g * kRegroupedGroupBytes;
       const __m512i a0 = _mm512_loadu_si512(xq + g * 128);
       const __m512i a1 = _mm512_loadu_si512(xq + g * 128 + 64);
       const __m512i alo = _mm512_permutex2var_epi64(a0, first_halves, a1);
@@ -258,9 +260,10 @@ void regroup_q4r_rows(const Problem& p, int64_t r0, int64_t r1, uint8_t* xr, int
 }
 
 template <QType T, int R, int J>
-void q4r_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
-  static_assert(T == QType::kQ4_0R);
-  constexpr int64_t kGroupBytes = sizeof(quant::BlockQ4_0x4);
+void grouped_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
+  static_assert(T == QType::kQ4_0R || T == QType::kQ8_0R);
+  constexpr bool kQ4 = T == QType::kQ4_0R;
+  constexpr int64_t kGroupBytes = kQ4 ? sizeof(quant::BlockQ4_0x4) : sizeof(quant::BlockQ8_0x4);
   const int64_t groups = p.k / (4 * quant::kQK4_0);
   const uint8_t* wr[J];
   QMM_UNROLL for (int j = 0; j < J; ++j) wr[j] = w0 + j * p.w_row_bytes;
@@ -270,25 +273,33 @@ void q4r_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
   QMM_UNROLL for (int r = 0; r < R; ++r) {
     QMM_UNROLL for (int j = 0; j < J; ++j) acc[r][j] = _mm512_setzero_ps();
   }
-  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  [[maybe_unused]] const __m512i nibble = _mm512_set1_epi8(0x0F);
   // Block i's scale to the four int32 sums of 128-bit lane i.
   const __m512i per_lane = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  for (int64_t g = 0; g < groups; ++g) {
+  const int64_t g_end = p.g_end > 0 ? p.g_end : groups;
+  for (int64_t g = p.g_begin; g < g_end; ++g) {
     __m512i lo[J], hi[J];
     __m512 ws[J];
     QMM_UNROLL for (int j = 0; j < J; ++j) {
       const uint8_t* grp = wr[j] + g * kGroupBytes;
       _mm_prefetch(reinterpret_cast<const char*>(grp + J * p.w_row_bytes), _MM_HINT_T0);
-      const __m512i q = _mm512_loadu_si512(grp + 8);
-      lo[j] = _mm512_and_si512(q, nibble);
-      hi[j] = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
+      if constexpr (kQ4) {
+        const __m512i q = _mm512_loadu_si512(grp + 8);
+        lo[j] = _mm512_and_si512(q, nibble);
+        hi[j] = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
+      } else {
+        _mm_prefetch(reinterpret_cast<const char*>(grp + J * p.w_row_bytes + 128), _MM_HINT_T0);
+        lo[j] = _mm512_loadu_si512(grp + 8);
+        hi[j] = _mm512_loadu_si512(grp + 72);
+      }
       ws[j] = _mm512_permutexvar_ps(per_lane, _mm512_castps128_ps512(_mm_cvtph_ps(
                                                   _mm_loadl_epi64(reinterpret_cast<const __m128i*>(grp)))));
     }
     QMM_UNROLL for (int r = 0; r < R; ++r) {
-      const uint8_t* a = xr[r] + g * kQ4RGroupBytes;
+      const uint8_t* a = xr[r] + g * kRegroupedGroupBytes;
       const __m512i alo = _mm512_load_si512(a), ahi = _mm512_load_si512(a + 64);
-      const __m512i start = _mm512_load_si512(a + 128);
+      const __m512i start8 = _mm512_load_si512(a + 128);
+      const __m512i start = kQ4 ? start8 : _mm512_slli_epi32(start8, 4);
       const __m512 da = _mm512_load_ps(a + 192);
       QMM_UNROLL for (int j = 0; j < J; ++j) {
         const __m512i dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, lo[j], alo), hi[j], ahi);
@@ -296,7 +307,10 @@ void q4r_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
       }
     }
   }
-  finish<R, J>(p, acc, t0, j0);
+  if (!p.accumulate) return finish<R, J>(p, acc, t0, j0);
+  QMM_UNROLL for (int r = 0; r < R; ++r) {
+    QMM_UNROLL for (int j = 0; j < J; ++j) p.y[(t0 + r) * p.ldy + j0 + j] += _mm512_reduce_add_ps(acc[r][j]);
+  }
 }
 
 #define QMM_ROW(F, T, R) {&F<T, R, 1>, &F<T, R, 2>, &F<T, R, 3>, &F<T, R, 4>}
@@ -306,26 +320,46 @@ constexpr TileFn kF16Tiles[kR][kJ] = QMM_TABLE(ftile, QType::kF16);
 constexpr TileFn kBF16Tiles[kR][kJ] = QMM_TABLE(ftile, QType::kBF16);
 constexpr TileFn kQ8Tiles[kR][kJ] = QMM_TABLE(qtile, QType::kQ8_0);
 constexpr TileFn kQ4Tiles[kR][kJ] = QMM_TABLE(qtile, QType::kQ4_0);
-constexpr TileFn kQ4RTiles[kR][kJ] = QMM_TABLE(q4r_tile, QType::kQ4_0R);
+constexpr TileFn kQ4RTiles[kR][kJ] = QMM_TABLE(grouped_tile, QType::kQ4_0R);
+constexpr TileFn kQ8RTiles[kR][kJ] = QMM_TABLE(grouped_tile, QType::kQ8_0R);
 #undef QMM_TABLE
 #undef QMM_ROW
 
 
 // Q4_0 with many activation rows runs on the Q8_0 tiles after unpacking each panel
-// (run_unpacked_q4); decode (few rows) stays on the Q4 tiles, which read half the bytes. Q4_0R
-// always runs its own tiles: with the activations regrouped they cost fewer instructions per
-// multiply-add than the Q8_0 tiles.
+// (run_unpacked_to_q8_0); decode (few rows) stays on the Q4 tiles, which read half the bytes.
+// Q4_0R and Q8_0R always run their own tiles: with the activations regrouped they cost fewer
+// instructions per multiply-add than the Q8_0 tiles.
 constexpr int64_t kQ4AsQ8MinRows = 16;
 
-bool q4r_tiles_run(const Problem& p) { return p.type == QType::kQ4_0R; }
-
 int64_t regrouped_row_bytes(const Problem& p) {
-  return q4r_tiles_run(p) ? p.k / (4 * quant::kQK4_0) * kQ4RGroupBytes : 0;
+  const bool grouped = p.type == QType::kQ4_0R || p.type == QType::kQ8_0R;
+  return grouped ? p.k / (4 * quant::kQK4_0) * kRegroupedGroupBytes : 0;
+}
+
+// With several activation rows and a long k, a tile's regrouped activations (256 bytes per row and
+// group) and weight rows would not fit in L1 together: each panel then runs over k in passes of
+// kGroupsPerPass groups, the later ones adding to y.
+constexpr int64_t kGroupsPerPass = 16;
+
+void run_grouped_tiles(const Problem& p, const TileFn (&fns)[kR][kJ], int64_t j0, int64_t j1) {
+  const int64_t groups = p.k / (4 * quant::kQK4_0);
+  if (p.rows < 2 || groups <= kGroupsPerPass + kGroupsPerPass / 2) return run_tiles<Isa::kAvx512>(p, fns, j0, j1);
+  for (int64_t jp = j0; jp < j1; jp += kPanel) {
+    const int64_t je = std::min(j1, jp + kPanel);
+    for (int64_t g = 0; g < groups; g += kGroupsPerPass) {
+      Problem pass = p;
+      pass.g_begin = g;
+      pass.g_end = std::min(groups, g + kGroupsPerPass);
+      pass.accumulate = g > 0;
+      run_panel<Isa::kAvx512>(pass, fns, p.w + jp * p.w_row_bytes, jp, je);
+    }
+  }
 }
 
 void block(const Problem& p, int64_t j0, int64_t j1) {
   if (p.type == QType::kQ4_0 && p.rows >= kQ4AsQ8MinRows) {
-    return run_unpacked_q4<Isa::kAvx512>(p, kQ8Tiles, j0, j1);
+    return run_unpacked_to_q8_0<Isa::kAvx512>(p, kQ8Tiles, j0, j1);
   }
   switch (p.type) {
     case QType::kF32: run_tiles<Isa::kAvx512>(p, kF32Tiles, j0, j1); return;
@@ -333,7 +367,8 @@ void block(const Problem& p, int64_t j0, int64_t j1) {
     case QType::kBF16: run_tiles<Isa::kAvx512>(p, kBF16Tiles, j0, j1); return;
     case QType::kQ8_0: run_tiles<Isa::kAvx512>(p, kQ8Tiles, j0, j1); return;
     case QType::kQ4_0: run_tiles<Isa::kAvx512>(p, kQ4Tiles, j0, j1); return;
-    case QType::kQ4_0R: run_tiles<Isa::kAvx512>(p, kQ4RTiles, j0, j1); return;
+    case QType::kQ4_0R: run_grouped_tiles(p, kQ4RTiles, j0, j1); return;
+    case QType::kQ8_0R: run_grouped_tiles(p, kQ8RTiles, j0, j1); return;
     case QType::kQ4_K: case QType::kQ6_K: run_dequantized<Isa::kAvx512>(p, kF32Tiles, j0, j1); return;
   }
 }
@@ -358,7 +393,7 @@ void quantize_rows(const float* x, int64_t ldx, int64_t r0, int64_t r1, int64_t 
   }
 }
 
-const Kernels kAvx512 = {quantize_rows, block, regrouped_row_bytes, regroup_q4r_rows};
+const Kernels kAvx512 = {quantize_rows, block, regrouped_row_bytes, regroup_activation_rows};
 
 #undef QMM_UNROLL
 

@@ -28,6 +28,10 @@ struct Problem {
   // xr + t * ldxr), or null where the kernels read xq / xd as they are.
   const uint8_t* xr;
   int64_t ldxr;
+  // Grouped (Q4_0R / Q8_0R) tiles only: the 128-value groups [g_begin, g_end) of k this pass sums
+  // (g_end <= 0: all), added to y when accumulate (a later pass: no bias or residual again).
+  int64_t g_begin, g_end;
+  bool accumulate;
   float* y;
   int64_t ldy;
   const float* bias;
@@ -53,12 +57,13 @@ const Kernels& avx2_qmm_kernels();    // only where the CPU has AVX2, FMA and F1
 const Kernels& avx512_qmm_kernels();  // only where it has AVX-512 F/DQ/BW/VL and VNNI
 
 inline bool uses_quantized_activations(quant::QType t) {
-  return t == quant::QType::kQ8_0 || t == quant::QType::kQ4_0 || t == quant::QType::kQ4_0R;
+  return t == quant::QType::kQ8_0 || t == quant::QType::kQ4_0 || t == quant::QType::kQ4_0R ||
+         t == quant::QType::kQ8_0R;
 }
-// Rows [j0, j1) of a Q4_0 or Q4_0R weight as Q8_0 rows (the quants minus 8 as int8, the same
-// scales) at dst, one after another: the many-row paths then run the Q8_0 tiles, whose inner loop
-// unpacks no nibbles. Returns the Q8_0 row size in bytes.
-int64_t unpack_q4_rows_to_q8_0(const Problem& p, int64_t j0, int64_t j1, uint8_t* dst);
+// Rows [j0, j1) of a Q4_0, Q4_0R or Q8_0R weight as Q8_0 rows (Q4: the quants minus 8 as int8;
+// the same scales) at dst, one after another: the many-row paths then run the Q8_0 tiles, whose
+// inner loop unpacks no nibbles. Returns the Q8_0 row size in bytes.
+int64_t unpack_rows_to_q8_0(const Problem& p, int64_t j0, int64_t j1, uint8_t* dst);
 
 inline bool is_kquant(quant::QType t) {
   return t == quant::QType::kQ4_K || t == quant::QType::kQ6_K;

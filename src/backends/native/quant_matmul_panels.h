@@ -52,10 +52,10 @@ void run_dequantized(const Problem& p, const TileFn (&f32_tiles)[R][J], int64_t 
   }
 }
 
-// Q4_0 / Q4_0R: each panel unpacked to Q8_0 rows (quants minus 8, same scales), then the Q8_0
-// tiles, whose inner loop unpacks no nibbles per row tile.
+// Q4_0 / Q4_0R / Q8_0R: each panel unpacked to Q8_0 rows (the same values and scales), then the
+// Q8_0 tiles, whose inner loop unpacks no nibbles per row tile.
 template <Isa I, int R, int J>
-void run_unpacked_q4(const Problem& p, const TileFn (&q8_tiles)[R][J], int64_t j0, int64_t j1) {
+void run_unpacked_to_q8_0(const Problem& p, const TileFn (&q8_tiles)[R][J], int64_t j0, int64_t j1) {
   Problem q = p;
   q.type = quant::QType::kQ8_0;
   q.w_row_bytes = p.k / quant::kQK4_0 * int64_t{sizeof(quant::BlockQ8_0)};
@@ -63,7 +63,7 @@ void run_unpacked_q4(const Problem& p, const TileFn (&q8_tiles)[R][J], int64_t j
   panel.resize(static_cast<size_t>(kPanel * q.w_row_bytes));
   for (int64_t jp = j0; jp < j1; jp += kPanel) {
     const int64_t je = std::min(j1, jp + kPanel);
-    unpack_q4_rows_to_q8_0(p, jp, je, panel.data());
+    unpack_rows_to_q8_0(p, jp, je, panel.data());
     run_panel<I>(q, q8_tiles, panel.data(), jp, je);
   }
 }
