@@ -321,6 +321,10 @@ void Engine::preempt(Request& r) {
   running_.erase(it);
 }
 
+int64_t Engine::running_count() const {
+  return std::count_if(running_.begin(), running_.end(), [](const auto& p) { return p->state == RequestState::kRunning; });
+}
+
 bool Engine::reserve_blocks(Request& r, int64_t length, bool may_preempt) {
   llm::KvCache& kv = model_.cache();
   while (true) {
@@ -339,9 +343,7 @@ bool Engine::reserve_blocks(Request& r, int64_t length, bool may_preempt) {
       }
     }
     if (victim == &r) {
-      const bool alone = std::count_if(running_.begin(), running_.end(),
-                                       [](const auto& p) { return p->state == RequestState::kRunning; }) == 1;
-      if (alone) {
+      if (running_count() == 1) {
         finish(r, "length");  // it outgrew the whole cache
       } else {
         preempt(r);
@@ -410,10 +412,10 @@ bool Engine::build_batch(std::vector<BatchItem>& batch) {
   candidates.insert(candidates.end(), others.begin(), others.end());
 
   const int64_t bs = model_.cache().block_size();
-  std::vector<Request*> admitted;
+  // Admission never preempts (reserve_blocks below may not), so the running count only grows here.
+  int64_t running = running_count();
   for (size_t ci = 0; ci < candidates.size(); ++ci) {
     Request& w = *candidates[ci];
-    const int64_t running = std::count_if(running_.begin(), running_.end(), [](const auto& p) { return p->state == RequestState::kRunning; });
     if (budget == 0 || running >= opts_.max_running) break;
     if (cache_ && ci >= first_other) {
       // Wait for a request whose prefill covers more of this prompt than the cache does.
@@ -438,6 +440,7 @@ bool Engine::build_batch(std::vector<BatchItem>& batch) {
       break;
     }
     w.state = RequestState::kRunning;
+    ++running;
     auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& p) { return p.get() == &w; });
     running_.push_back(std::move(*it));
     waiting_.erase(it);

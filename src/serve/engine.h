@@ -133,9 +133,10 @@ class Engine {
   struct Request;
   struct BatchItem;
   void loop();
-  void take_new_requests();
   void drop_cancelled();
   bool build_batch(std::vector<BatchItem>& batch);
+  // Requests in running_ whose state is still kRunning (not finished or preempted this step).
+  int64_t running_count() const;
   bool reserve_blocks(Request& r, int64_t length, bool may_preempt);
   void admit(Request& r);
   void release_blocks(Request& r);
