@@ -187,7 +187,10 @@ Submission Engine::submit(RequestParams params) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (stopping_) return reject(Rejection::kShuttingDown, "the server is shutting down");
-    if (static_cast<int64_t>(inbox_.size()) + stats_.waiting >= opts_.max_waiting) {
+    // Requests that can start at once (free running slots) do not count against the queue:
+    // a burst that arrives before the engine thread wakes must not be refused for them.
+    const int64_t free_slots = std::max<int64_t>(0, opts_.max_running - stats_.running);
+    if (static_cast<int64_t>(inbox_.size()) + stats_.waiting >= opts_.max_waiting + free_slots) {
       s.channel.reset();
       return reject(Rejection::kQueueFull, "the server is busy: " + std::to_string(opts_.max_waiting) +
                                                " requests are already waiting; retry later");
