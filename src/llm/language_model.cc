@@ -158,7 +158,11 @@ Result<Tensor> LanguageModel::step(const std::vector<StepSequence>& batch) {
     for (size_t i = 0; i < secs.size(); ++i) {
       const std::vector<int> nodes = session_->step_nodes(static_cast<int>(i));
       if (nodes.empty()) continue;
-      OpTime& t = op_times_[session_->graph().node(nodes[0]).op_type];
+      const Node& node = session_->graph().node(nodes[0]);
+      // Per op and role: "QMatMul attn_q" for the layers' "blk.N.attn_q" nodes together.
+      std::string role = node.name;
+      if (role.rfind("blk.", 0) == 0 && role.find('.', 4) != std::string::npos) role = role.substr(role.find('.', 4) + 1);
+      OpTime& t = op_times_[node.op_type + " " + role];
       t.seconds += secs[i];
       ++t.calls;
     }

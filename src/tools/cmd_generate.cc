@@ -31,12 +31,12 @@ void print_profile(const llm::LanguageModel& m, double total_seconds) {
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
   double sum = 0;
   for (const auto& r : rows) sum += r.second.seconds;
-  std::fprintf(stderr, "%-16s %10s %8s %8s\n", "op", "seconds", "share", "calls");
+  std::fprintf(stderr, "%-24s %10s %8s %8s\n", "op", "seconds", "share", "calls");
   for (const auto& [op, t] : rows) {
-    std::fprintf(stderr, "%-16s %10.4f %7.1f%% %8lld\n", op.c_str(), t.seconds, 100.0 * t.seconds / std::max(sum, 1e-12),
+    std::fprintf(stderr, "%-24s %10.4f %7.1f%% %8lld\n", op.c_str(), t.seconds, 100.0 * t.seconds / std::max(sum, 1e-12),
                  static_cast<long long>(t.calls));
   }
-  std::fprintf(stderr, "%-16s %10.4f (of %.4f s in generate: the rest is the executor, sampling and streaming)\n", "all ops", sum,
+  std::fprintf(stderr, "%-24s %10.4f (of %.4f s in generate: the rest is the executor, sampling and streaming)\n", "all ops", sum,
                total_seconds);
 }
 

@@ -87,6 +87,26 @@ void ftile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
   }
   constexpr int64_t kElementBytes = T == QType::kF32 ? 4 : 2;
   int64_t i = 0;
+  if constexpr (R == 1 && J == 1) {
+    // Decode's single-row tile: four accumulators, so that the FMA latency does not bound the
+    // stream (one chain would allow 16 weights per 4 cycles).
+    __m512 more[3] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (; i + 64 <= p.k; i += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(wr[0] + i * kElementBytes + 4096), _MM_HINT_T0);
+      if constexpr (T == QType::kF32) {
+        QMM_UNROLL for (int u = 1; u < 4; ++u) {
+          _mm_prefetch(reinterpret_cast<const char*>(wr[0] + (i + 16 * u) * kElementBytes + 4096), _MM_HINT_T0);
+        }
+      } else {
+        _mm_prefetch(reinterpret_cast<const char*>(wr[0] + (i + 32) * kElementBytes + 4096), _MM_HINT_T0);
+      }
+      acc[0][0] = _mm512_fmadd_ps(_mm512_loadu_ps(xr[0] + i), wload<T>(wr[0], i), acc[0][0]);
+      QMM_UNROLL for (int u = 1; u < 4; ++u) {
+        more[u - 1] = _mm512_fmadd_ps(_mm512_loadu_ps(xr[0] + i + 16 * u), wload<T>(wr[0], i + 16 * u), more[u - 1]);
+      }
+    }
+    acc[0][0] = _mm512_add_ps(_mm512_add_ps(acc[0][0], more[0]), _mm512_add_ps(more[1], more[2]));
+  }
   for (; i + 16 <= p.k; i += 16) {
     __m512 xv[R];
     QMM_UNROLL for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_ps(xr[r] + i);
@@ -259,6 +279,8 @@ void regroup_activation_rows(const Problem& p, int64_t r0, int64_t r1, uint8_t* 
   }
 }
 
+// How far ahead a single-row grouped tile prefetches its weights (bytes).
+constexpr int64_t kSequentialAhead = 4096;
 template <QType T, int R, int J>
 void grouped_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
   static_assert(T == QType::kQ4_0R || T == QType::kQ8_0R);
@@ -282,13 +304,18 @@ void grouped_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
     __m512 ws[J];
     QMM_UNROLL for (int j = 0; j < J; ++j) {
       const uint8_t* grp = wr[j] + g * kGroupBytes;
-      _mm_prefetch(reinterpret_cast<const char*>(grp + J * p.w_row_bytes), _MM_HINT_T0);
+      // Single-row tiles stream the weights in order (see run_tiles): fetch a fixed
+      // distance ahead, every line of the group (its first and last byte); wider tiles read J
+      // rows at once: fetch the same group of the next tile's rows.
+      const int64_t ahead = J == 1 ? kSequentialAhead : J * p.w_row_bytes;
+      _mm_prefetch(reinterpret_cast<const char*>(grp + ahead), _MM_HINT_T0);
+      if (J == 1) _mm_prefetch(reinterpret_cast<const char*>(grp + ahead + kGroupBytes - 1), _MM_HINT_T0);
       if constexpr (kQ4) {
         const __m512i q = _mm512_loadu_si512(grp + 8);
         lo[j] = _mm512_and_si512(q, nibble);
         hi[j] = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
       } else {
-        _mm_prefetch(reinterpret_cast<const char*>(grp + J * p.w_row_bytes + 128), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(grp + ahead + 128), _MM_HINT_T0);
         lo[j] = _mm512_loadu_si512(grp + 8);
         hi[j] = _mm512_loadu_si512(grp + 72);
       }

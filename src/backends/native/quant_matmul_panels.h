@@ -30,6 +30,13 @@ void run_panel(const Problem& p, const TileFn (&fns)[R][J], const uint8_t* wp, i
 
 template <Isa I, int R, int J>
 void run_tiles(const Problem& p, const TileFn (&fns)[R][J], int64_t j0, int64_t j1) {
+  // One activation row (decode): single-row tiles, weight rows one after another, so that the
+  // thread reads one sequential stream, which the hardware prefetchers follow at full bandwidth
+  // (J rows at once are J short streams: 20-40% slower here).
+  if (p.rows == 1) {
+    for (int64_t j = j0; j < j1; ++j) fns[0][0](p, p.w + j * p.w_row_bytes, 0, j);
+    return;
+  }
   for (int64_t jp = j0; jp < j1; jp += kPanel) {
     run_panel<I>(p, fns, p.w + jp * p.w_row_bytes, jp, std::min(j1, jp + kPanel));
   }
