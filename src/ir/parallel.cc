@@ -18,41 +18,37 @@ constexpr int kChunksPerThread = 4;
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
-  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
+  stop_.store(true);
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    std::lock_guard<std::mutex> lock(mu_);  // a worker between its checks and its wait holds mu_
   }
   work_cv_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::worker_loop(int index) {
+void ThreadPool::worker_loop() {
   int64_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t)>* job;
-    int64_t n, chunk;
     for (int i = 0; i < kSpinIterations && generation_.load(std::memory_order_acquire) == seen &&
                     !stop_.load(std::memory_order_relaxed);
          ++i) {
       TESSERA_CPU_RELAX();
     }
-    {
+    if (generation_.load(std::memory_order_acquire) == seen && !stop_.load()) {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = job_n_;
-      chunk = job_chunk_;
+      sleeping_workers_.fetch_add(1);
+      work_cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+      sleeping_workers_.fetch_sub(1);
     }
-    run_chunks(*job, n, chunk);
-    (void)index;
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> lock(mu_);  // the waiter checks pending_ under the lock
+    if (stop_.load()) return;
+    seen = generation_.load(std::memory_order_acquire);
+    run_chunks(*job_, job_n_, job_chunk_);
+    if (pending_.fetch_sub(1) == 1 && caller_sleeping_.load()) {
+      std::lock_guard<std::mutex> lock(mu_);  // the caller checks pending_ under the lock
       done_cv_.notify_one();
     }
   }
@@ -70,31 +66,33 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
                               const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
-  int64_t max_chunks = (n + grain - 1) / grain;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (num_threads_ == 1 || max_chunks == 1 || busy_) {
-      lock.unlock();
-      fn(0, n);
-      return;
-    }
-    busy_ = true;
-    // A few chunks per thread, taken in turn: a thread that gets less CPU (a shared machine)
-    // holds up at most one chunk's worth of work instead of its whole share.
-    const int64_t chunks = std::min<int64_t>(max_chunks, int64_t{kChunksPerThread} * num_threads_);
-    job_chunk_ = (n + chunks - 1) / chunks;
-    job_n_ = n;
-    next_chunk_.store(0, std::memory_order_relaxed);
-    job_ = &fn;
-    pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+  const int64_t max_chunks = (n + grain - 1) / grain;
+  if (num_threads_ == 1 || max_chunks == 1 || busy_.exchange(true, std::memory_order_acquire)) {
+    fn(0, n);
+    return;
   }
-  work_cv_.notify_all();
+  // A few chunks per thread, taken in turn: a thread that gets less CPU (a shared machine)
+  // holds up at most one chunk's worth of work instead of its whole share.
+  const int64_t chunks = std::min<int64_t>(max_chunks, int64_t{kChunksPerThread} * num_threads_);
+  job_chunk_ = std::max(grain, (n + chunks - 1) / chunks);
+  job_n_ = n;
+  job_ = &fn;
+  next_chunk_.store(0, std::memory_order_relaxed);
+  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  generation_.fetch_add(1);  // publishes the job (sequentially consistent: see sleeping_workers_)
+  if (sleeping_workers_.load() > 0) {
+    { std::lock_guard<std::mutex> lock(mu_); }
+    work_cv_.notify_all();
+  }
   run_chunks(fn, n, job_chunk_);
   for (int i = 0; i < kSpinIterations && pending_.load(std::memory_order_acquire) != 0; ++i) TESSERA_CPU_RELAX();
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return pending_ == 0; });
-  busy_ = false;
+  if (pending_.load(std::memory_order_acquire) != 0) {
+    std::unique_lock<std::mutex> lock(mu_);
+    caller_sleeping_.store(true);
+    done_cv_.wait(lock, [&] { return pending_.load() == 0; });
+    caller_sleeping_.store(false);
+  }
+  busy_.store(false, std::memory_order_release);
 }
 
 }  // namespace tessera

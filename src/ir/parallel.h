@@ -31,21 +31,30 @@ class ThreadPool {
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
-  void worker_loop(int index);
+  void worker_loop();
   // Takes chunks of the current job until none is left.
   void run_chunks(const std::function<void(int64_t, int64_t)>& fn, int64_t n, int64_t chunk);
 
   int num_threads_;
   std::vector<std::thread> workers_;
+  // A job is published by writing job_* and then bumping generation_ (release); workers that
+  // see the new generation (acquire) read job_* without a lock. The mutex and condition
+  // variables are only for threads that stopped spinning: sleeping_workers_ / caller_sleeping_
+  // say whether a notify is needed (both sides use sequentially consistent atomics, so a sleeper
+  // either sees the change or is seen, never neither).
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
+  // The caller's line (the job and its generation: one transfer to a spinning worker), then one
+  // line each for what workers write (pending_) and what everyone writes (next_chunk_).
+  alignas(64) std::atomic<int64_t> generation_{0};
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0, job_chunk_ = 0;
-  std::atomic<int64_t> generation_{0};
-  std::atomic<int> pending_{0};
-  std::atomic<int64_t> next_chunk_{0};  // the next chunk of the current job to take
+  alignas(64) std::atomic<int> pending_{0};         // workers not yet done with the current job
+  alignas(64) std::atomic<int64_t> next_chunk_{0};  // the next chunk of the current job to take
+  alignas(64) std::atomic<int> sleeping_workers_{0};
+  std::atomic<bool> caller_sleeping_{false};
   std::atomic<bool> stop_{false};
-  bool busy_ = false;
+  std::atomic<bool> busy_{false};          // a parallel_for is running (others run inline)
 };
 
 }  // namespace tessera
