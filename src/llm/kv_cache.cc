@@ -49,6 +49,15 @@ void KvCache::commit() {
   }
 }
 
+void KvCache::commit(const SequenceBlocks& seq) {
+  for (auto* tensors : {&k_, &v_}) {
+    for (Tensor& t : *tensors) {
+      const size_t block_bytes = t.nbytes() / static_cast<size_t>(blocks());
+      for (int32_t b : seq.blocks) std::memset(static_cast<char*>(t.raw_data()) + b * block_bytes, 0, block_bytes);
+    }
+  }
+}
+
 Status KvCache::reserve(SequenceBlocks& seq, int64_t length) {
   const int64_t need = (length + block_size_ - 1) / block_size_ - static_cast<int64_t>(seq.blocks.size());
   if (need <= 0) return Status();

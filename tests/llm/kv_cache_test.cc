@@ -69,5 +69,33 @@ TEST(KvCache, SizesFollowTheConfig) {
   EXPECT_EQ(cache.v(1).dims(), (std::vector<int64_t>{3, 2, 16, 8}));
 }
 
+// commit(seq) writes exactly seq's blocks, in every layer's K and V, and nothing else.
+TEST(KvCache, CommitOfASequenceWritesOnlyItsBlocks) {
+  const ModelConfig c = small_config();
+  KvCache cache(c, 6, 4);
+  std::vector<const Tensor*> all;
+  for (int64_t l = 0; l < c.layers; ++l) {
+    all.push_back(&cache.k(l));
+    all.push_back(&cache.v(l));
+  }
+  for (const Tensor* t : all) {
+    float* f = const_cast<float*>(t->data<float>());
+    for (int64_t i = 0; i < t->numel(); ++i) f[i] = 7.0f;
+  }
+  SequenceBlocks other, seq;
+  ASSERT_TRUE(cache.reserve(other, 5).ok());  // blocks 0, 1
+  ASSERT_TRUE(cache.reserve(seq, 9).ok());    // blocks 2, 3, 4
+  ASSERT_EQ(seq.blocks.size(), 3u);
+  cache.commit(seq);
+  const std::set<int32_t> mine(seq.blocks.begin(), seq.blocks.end());
+  for (const Tensor* t : all) {
+    const int64_t per_block = t->numel() / 6;
+    for (int64_t i = 0; i < t->numel(); ++i) {
+      const float want = mine.count(static_cast<int32_t>(i / per_block)) ? 0.0f : 7.0f;
+      ASSERT_EQ(t->data<float>()[i], want) << "element " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera::llm
