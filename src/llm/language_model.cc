@@ -59,6 +59,7 @@ Result<std::unique_ptr<LanguageModel>> LanguageModel::create(const ModelConfig& 
       std::string(native::quant_matmul_path(quant::QType::kQ4_0)) == "avx512-vnni") {
     regroup_for_avx512(m->weights_);
   }
+  if (opts.fuse_projections && config.arch != Architecture::kGpt2) fuse_projections(m->weights_, config);
   for (const auto& [name, w] : m->weights_) m->weight_bytes_ += static_cast<int64_t>(w.data.nbytes());
   if (vocab) {
     TESSERA_ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::create(*vocab));

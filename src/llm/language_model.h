@@ -28,6 +28,8 @@ struct ModelOptions {
   // Q4_0 and Q8_0 matrices regrouped (in place, same bytes) into the layouts of the AVX-512
   // kernels (quant::BlockQ4_0x4, BlockQ8_0x4), when the native backend runs them with those.
   bool regroup_quantized = true;
+  // LLaMA-family layers' q / k / v and gate / up matrices joined (llm::fuse_projections).
+  bool fuse_projections = true;
 };
 
 // One sequence's part of a step: `tokens` at positions start, start + 1, ... (start must equal

@@ -1,6 +1,7 @@
 #include "llm/llama_graph.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "llm/graph_builder.h"
 
@@ -82,18 +83,36 @@ Result<int> LlamaGraphBuilder::layer(int64_t l, int x) {
   const std::string p = "blk." + std::to_string(l) + ".";
   const int64_t hd = c_.head_dim(), kv_dim = c_.kv_heads * hd;
   TESSERA_ASSIGN_OR_RETURN(int h, rms_norm(x, p + "attn_norm.weight", p + "attn_in"));
-  TESSERA_ASSIGN_OR_RETURN(int q, linear(h, p + "attn_q.weight", c_.hidden, c_.hidden, p + "q"));
-  TESSERA_ASSIGN_OR_RETURN(int k, linear(h, p + "attn_k.weight", c_.hidden, kv_dim, p + "k"));
-  TESSERA_ASSIGN_OR_RETURN(int v, linear(h, p + "attn_v.weight", c_.hidden, kv_dim, p + "v"));
+  int q, k, v;
+  if (w_.count(p + "attn_qkv.weight")) {
+    TESSERA_ASSIGN_OR_RETURN(int qkv, linear(h, p + "attn_qkv.weight", c_.hidden, c_.hidden + 2 * kv_dim, p + "qkv"));
+    const std::vector<int64_t> sizes = {c_.hidden, kv_dim, kv_dim};
+    const int split = constant(p + "qkv_split", Tensor::from_vector<int64_t>({3}, sizes));
+    q = g_.add_value(p + "q");
+    k = g_.add_value(p + "k");
+    v = g_.add_value(p + "v");
+    const int node = g_.add_node("Split", {qkv, split}, {q, k, v}, {{"axis", Attribute::of_int(1)}}, p + "qkv_split", "");
+    g_.node(node).opset = 13;
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(q, linear(h, p + "attn_q.weight", c_.hidden, c_.hidden, p + "q"));
+    TESSERA_ASSIGN_OR_RETURN(k, linear(h, p + "attn_k.weight", c_.hidden, kv_dim, p + "k"));
+    TESSERA_ASSIGN_OR_RETURN(v, linear(h, p + "attn_v.weight", c_.hidden, kv_dim, p + "v"));
+  }
   const AttrMap rope_attrs = {{"head_dim", Attribute::of_int(hd)}};
   q = node("RoPE", {q, positions_, inv_freq_}, p + "q_rot", rope_attrs);
   k = node("RoPE", {k, positions_, inv_freq_}, p + "k_rot", rope_attrs);
   const int attn = paged_attention(l, q, k, v, p + "attn");
   TESSERA_ASSIGN_OR_RETURN(x, linear(attn, p + "attn_output.weight", c_.hidden, c_.hidden, p + "attn_out", x));
   TESSERA_ASSIGN_OR_RETURN(h, rms_norm(x, p + "ffn_norm.weight", p + "ffn_in"));
-  TESSERA_ASSIGN_OR_RETURN(int gate, linear(h, p + "ffn_gate.weight", c_.hidden, c_.ffn_hidden, p + "gate"));
-  TESSERA_ASSIGN_OR_RETURN(int up, linear(h, p + "ffn_up.weight", c_.hidden, c_.ffn_hidden, p + "up"));
-  const int act = node("SiluMul", {gate, up}, p + "act");
+  int act;
+  if (w_.count(p + "ffn_gate_up.weight")) {
+    TESSERA_ASSIGN_OR_RETURN(int gate_up, linear(h, p + "ffn_gate_up.weight", c_.hidden, 2 * c_.ffn_hidden, p + "gate_up"));
+    act = node("SiluMul", {gate_up}, p + "act");
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(int gate, linear(h, p + "ffn_gate.weight", c_.hidden, c_.ffn_hidden, p + "gate"));
+    TESSERA_ASSIGN_OR_RETURN(int up, linear(h, p + "ffn_up.weight", c_.hidden, c_.ffn_hidden, p + "up"));
+    act = node("SiluMul", {gate, up}, p + "act");
+  }
   return linear(act, p + "ffn_down.weight", c_.ffn_hidden, c_.hidden, p + "ffn_out", x);
 }
 
@@ -125,6 +144,56 @@ Result<Graph> LlamaGraphBuilder::build() {
 }
 
 }  // namespace
+
+namespace {
+
+// The matrices `parts` of `weights` (k columns, rows[i] rows each) joined, rows in order, under
+// `name`, the parts dropped. Nothing happens unless every part is there with exactly that shape
+// and all share one type (the graph builder then reports what is wrong, by the part's name).
+void join_rows(WeightMap& weights, const std::vector<std::string>& parts, const std::vector<int64_t>& rows_of,
+               int64_t k, const std::string& name) {
+  std::vector<const ModelWeight*> ws;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    auto it = weights.find(parts[i]);
+    if (it == weights.end()) return;
+    const ModelWeight& w = it->second;
+    if (w.dims != std::vector<int64_t>{k, rows_of[i]} || w.data.rank() != 2 || w.data.dim(0) != rows_of[i]) return;
+    if (!ws.empty() && (w.type != ws[0]->type || w.data.dtype() != ws[0]->data.dtype() || w.data.dim(1) != ws[0]->data.dim(1))) {
+      return;
+    }
+    ws.push_back(&w);
+  }
+  int64_t rows = 0, bytes = 0;
+  for (const ModelWeight* w : ws) {
+    rows += w->dims[1];
+    bytes += static_cast<int64_t>(w->data.nbytes());
+  }
+  ModelWeight joined;
+  joined.type = ws[0]->type;
+  joined.dims = {ws[0]->dims[0], rows};
+  const int64_t row_elements = ws[0]->data.numel() / ws[0]->data.dim(0);  // floats (f32) or bytes per row
+  joined.data = Tensor(ws[0]->data.dtype(), {rows, row_elements}, Storage::allocate_bytes_uninitialized(static_cast<size_t>(bytes)));
+  auto* dst = static_cast<uint8_t*>(joined.data.raw_data());
+  for (const ModelWeight* w : ws) {
+    std::memcpy(dst, w->data.raw_data(), w->data.nbytes());
+    dst += w->data.nbytes();
+  }
+  for (const std::string& part : parts) weights.erase(part);
+  weights[name] = std::move(joined);
+}
+
+}  // namespace
+
+void fuse_projections(WeightMap& weights, const ModelConfig& c) {
+  const int64_t kv_dim = c.kv_heads * c.head_dim();
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    join_rows(weights, {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"}, {c.hidden, kv_dim, kv_dim},
+              c.hidden, p + "attn_qkv.weight");
+    join_rows(weights, {p + "ffn_gate.weight", p + "ffn_up.weight"}, {c.ffn_hidden, c.ffn_hidden}, c.hidden,
+              p + "ffn_gate_up.weight");
+  }
+}
 
 Result<Graph> build_llama_graph(const ModelConfig& config, const WeightMap& weights, const KvCacheShape& cache) {
   return LlamaGraphBuilder(config, weights, cache).build();

@@ -51,6 +51,14 @@ std::vector<float> rope_inverse_frequencies(const ModelConfig& c, const std::vec
 // Builds, finalizes and type-checks the graph; fails naming a missing or mis-shaped weight.
 Result<Graph> build_llama_graph(const ModelConfig& config, const WeightMap& weights, const KvCacheShape& cache);
 
+// Joins each layer's attn_q / attn_k / attn_v into one blk.N.attn_qkv matrix and ffn_gate /
+// ffn_up into blk.N.ffn_gate_up (their rows one after the other) where the parts have the
+// config's shapes and share a type; the graph then runs one matrix product for each (one pass over the
+// activations and one thread-pool round trip instead of three or two) and splits the result:
+// a Split for q / k / v, SiluMul's one-input form for gate / up. Each output feature is the same
+// dot product as before, so the logits do not change.
+void fuse_projections(WeightMap& weights, const ModelConfig& config);
+
 // Names of the graph inputs (also used by the runner).
 inline std::string k_cache_input(int64_t layer) { return "k_cache." + std::to_string(layer); }
 inline std::string v_cache_input(int64_t layer) { return "v_cache." + std::to_string(layer); }

@@ -6,6 +6,7 @@
 //   QMatMul(x[T, k], w, bias?, residual?)     -> float[T, n]         attrs qtype, n, k
 //   RoPE(x[T, H*hd], positions int32[T], inv_freq[hd/2]) -> float[T, H*hd]  attr head_dim
 //   SiluMul(gate[T, F], up[T, F])             -> float[T, F]
+//   SiluMul(gate_up[T, 2F])                   -> float[T, F]         (each row: gate, then up)
 //   LayerNorm(x[T, D], weight[D], bias[D])    -> float[T, D]         attr epsilon
 //   Gelu(x[T, F])                             -> float[T, F]         (tanh approximation)
 //   PagedAttention(q[T, Hq*hd], k[T, Hkv*hd], v[T, Hkv*hd], k_cache, v_cache,
@@ -128,6 +129,16 @@ Status infer_rope(InferContext& ctx) {
 }
 
 Status infer_silu_mul(InferContext& ctx) {
+  if (ctx.inputs.size() == 1) {
+    const TensorType& x = ctx.inputs[0];
+    TESSERA_RETURN_IF_ERROR(check_rank(x, 2, "gate_up"));
+    ctx.outputs[0] = x;
+    if (x.shape && (*x.shape)[1].known()) {
+      if ((*x.shape)[1].value % 2 != 0) return invalid_argument("gate_up must have an even number of features");
+      ctx.outputs[0] = float_rows(row_dim(x), (*x.shape)[1].value / 2);
+    }
+    return Status();
+  }
   TESSERA_RETURN_IF_ERROR(check_rank(ctx.inputs[0], 2, "gate"));
   TESSERA_RETURN_IF_ERROR(check_rank(ctx.inputs[1], 2, "up"));
   ctx.outputs[0] = ctx.inputs[0];
@@ -182,7 +193,8 @@ void register_llm_ops(OpRegistry& r) {
   r.add("RMSNorm", OpKind::kOpaque, d).set_inputs(2, 2).set_infer(infer_rms_norm);
   r.add("QMatMul", OpKind::kOutElementwiseFusable, d).set_inputs(2, 4).set_infer(infer_qmatmul);
   r.add("RoPE", OpKind::kOpaque, d).set_inputs(3, 3).set_infer(infer_rope);
-  r.add("SiluMul", OpKind::kElementwise, d).set_inputs(2, 2).set_infer(infer_silu_mul);
+  // Not elementwise in its one-input form (an output reads two elements of the row).
+  r.add("SiluMul", OpKind::kOpaque, d).set_inputs(1, 2).set_infer(infer_silu_mul);
   r.add("LayerNorm", OpKind::kOpaque, d).set_inputs(3, 3).set_infer(infer_layer_norm);
   r.add("Gelu", OpKind::kElementwise, d).set_inputs(1, 1).set_infer(infer_same_as_input0);
   r.add("PagedAttention", OpKind::kOpaque, d).set_inputs(8, 8).set_infer(infer_paged_attention);

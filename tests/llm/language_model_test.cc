@@ -223,6 +223,50 @@ TEST(LlamaGraph, RopeScalingChangesFrequencies) {
   EXPECT_FLOAT_EQ(l3.back(), base.back() / 8.0f);  // the longest wavelength: scaled
 }
 
+int64_t count_ops(const LanguageModel& m, const std::string& op) {
+  const Graph& g = m.session().graph();
+  int64_t n = 0;
+  for (int i = 0; i < g.num_nodes(); ++i) n += g.node(i).op_type == op;
+  return n;
+}
+
+// Joined q/k/v and gate/up matrices (the default) against the separate ones: one QMatMul fewer
+// per join, and each output feature is the same dot product, so the logits are identical.
+TEST(LlamaGraph, FusedProjectionsGiveIdenticalLogits) {
+  ModelConfig c = test_config(2);
+  c.hidden = 128;  // whole 128-value groups: Q4_0 / Q8_0 run regrouped on AVX-512
+  c.ffn_hidden = 256;
+  for (quant::QType type : {quant::QType::kF32, quant::QType::kQ8_0, quant::QType::kQ4_0}) {
+    for (const std::string backend : {"native", "ref"}) {
+      SCOPED_TRACE(std::string(quant::qtype_name(type)) + " " + backend);
+      const TestWeights tw = make_weights(c, type, 11);
+      ModelOptions o;
+      o.backend = backend;
+      o.threads = 2;
+      o.kv_block_size = 4;
+      o.kv_cache_tokens = 64;
+      auto fused = LanguageModel::create(c, tw.weights, nullptr, o);
+      o.fuse_projections = false;
+      auto separate = LanguageModel::create(c, tw.weights, nullptr, o);
+      ASSERT_TRUE(fused.ok() && separate.ok());
+      EXPECT_EQ(count_ops(**fused, "QMatMul"), 4 * c.layers + 1);
+      EXPECT_EQ(count_ops(**separate, "QMatMul"), 7 * c.layers + 1);
+      EXPECT_EQ((*fused)->weight_bytes(), (*separate)->weight_bytes());
+      const std::vector<int32_t> tokens = random_tokens(12, c.vocab_size, 5);
+      SequenceBlocks s1, s2;
+      for (size_t at = 0; at < tokens.size();) {
+        const size_t n = at == 0 ? 7 : 1;  // a prefill chunk, then decode steps
+        const std::vector<int32_t> part(tokens.begin() + at, tokens.begin() + at + n);
+        auto a = (*fused)->step({{&s1, part, true}});
+        auto b = (*separate)->step({{&s2, part, true}});
+        ASSERT_TRUE(a.ok() && b.ok());
+        for (int64_t i = 0; i < c.vocab_size; ++i) ASSERT_EQ(a->data<float>()[i], b->data<float>()[i]) << "at " << at << " logit " << i;
+        at += n;
+      }
+    }
+  }
+}
+
 TEST(LlamaGraph, MissingOrMisshapedWeightIsAClearError) {
   const ModelConfig c = test_config();
   TestWeights tw = make_weights(c, quant::QType::kF32, 1);

@@ -165,6 +165,22 @@ class SiluMulKernel final : public LlmKernel {
   using LlmKernel::LlmKernel;
   Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs, KernelRunContext& ctx) override {
     const Tensor& g = in(inputs, 0);
+    if (!has(1)) {  // one input: each row holds gate, then up
+      if (g.rank() != 2 || g.dim(1) % 2 != 0) return error("gate_up must be [T, 2F]");
+      const int64_t rows = g.dim(0), f = g.dim(1) / 2;
+      outputs[0] = ctx.alloc.allocate_uninitialized(DType::kFloat32, {rows, f});
+      float* y = outputs[0].data<float>();
+      const float* x = g.data<float>();
+      // Over the T x F outputs, a chunk split where it crosses rows.
+      for_rows(ctx.pool, rows * f, 4096, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1;) {
+          const int64_t t = i / f, c = i % f, n = std::min(i1 - i, f - c);
+          isa_.silu_mul(x + t * 2 * f + c, x + t * 2 * f + f + c, n, y + i);
+          i += n;
+        }
+      });
+      return Status();
+    }
     const Tensor& u = in(inputs, 1);
     if (g.dims() != u.dims()) return error("gate and up differ in shape");
     outputs[0] = ctx.alloc.allocate_uninitialized(DType::kFloat32, g.dims());

@@ -105,12 +105,19 @@ Status rope(RefKernelContext& ctx) {
 
 Status silu_mul(RefKernelContext& ctx) {
   const Tensor& g = *ctx.input(0);
-  const Tensor& u = *ctx.input(1);
-  if (g.dims() != u.dims()) return ctx.error("gate and up differ in shape");
-  Tensor& y = ctx.output(0, DType::kFloat32, g.dims());
-  for (int64_t i = 0; i < g.numel(); ++i) {
-    const double a = g.data<float>()[i];
-    y.data<float>()[i] = static_cast<float>(a / (1.0 + std::exp(-a)) * u.data<float>()[i]);
+  // Two inputs: gate and up of the same shape. One: each row holds gate, then up.
+  const bool joined = ctx.num_inputs() == 1 || !ctx.input(1);
+  if (!joined && g.dims() != ctx.input(1)->dims()) return ctx.error("gate and up differ in shape");
+  if (g.rank() != 2 || (joined && g.dim(1) % 2 != 0)) return ctx.error("gate_up must be [T, 2F]");
+  const int64_t rows = g.dim(0), f = joined ? g.dim(1) / 2 : g.dim(1);
+  Tensor& y = ctx.output(0, DType::kFloat32, {rows, f});
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* gate = g.data<float>() + t * (joined ? 2 * f : f);
+    const float* up = joined ? gate + f : ctx.input(1)->data<float>() + t * f;
+    for (int64_t i = 0; i < f; ++i) {
+      const double a = gate[i];
+      y.data<float>()[t * f + i] = static_cast<float>(a / (1.0 + std::exp(-a)) * up[i]);
+    }
   }
   return Status();
 }
