@@ -4,7 +4,8 @@
 // > 256 MiB so that the caches do not help; batched decode (8 rows by default, a server's decode step) in
 // microseconds and as a multiple of 1 row's time; prefill (512 rows) in GFLOP/s. Median of repeats.
 //
-//   quant_matmul_bench [--threads N] [--json FILE] [--types f16,q8_0,q4_0] [--batch-rows N] [--quick]
+//   quant_matmul_bench [--threads N] [--json FILE] [--types f16,q8_0,q4_0,q8_0r,q4_0r] [--batch-rows N] [--quick]
+// q8_0r / q4_0r are the regrouped layouts models run on AVX-512 (ModelOptions::regroup_quantized).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -86,7 +87,7 @@ struct Result {
 
 int main(int argc, char** argv) {
   int threads = 2;
-  std::string json_path, types_arg = "f16,q8_0,q4_0";
+  std::string json_path, types_arg = "f16,q8_0,q4_0,q8_0r,q4_0r";
   bool quick = false;
   int64_t batch_rows = 8;
   for (int i = 1; i < argc; ++i) {
@@ -97,7 +98,7 @@ int main(int argc, char** argv) {
     else if (a == "--quick") quick = true;
     else if (a == "--batch-rows" && i + 1 < argc) batch_rows = std::max(1, std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--json FILE] [--types f16,q8_0,q4_0] [--batch-rows N] [--quick]\n",
+      std::fprintf(stderr, "usage: %s [--threads N] [--json FILE] [--types f16,q8_0,q4_0,q8_0r,q4_0r] [--batch-rows N] [--quick]\n",
                    argv[0]);
       return 2;
     }
