@@ -1,5 +1,7 @@
 #include "llm/gguf_model.h"
 
+#include <set>
+
 namespace tessera::llm {
 
 namespace {
@@ -64,9 +66,34 @@ Result<ModelConfig> config_from_gguf(const GgufFile& f) {
   return c;
 }
 
-Result<WeightMap> load_gguf_weights(const GgufFile& f, const ModelConfig& config) {
+Result<WeightMap> load_gguf_weights(const GgufFile& f, const ModelConfig& config, bool join_projections) {
   WeightMap weights;
+  std::set<std::string> joined_parts;
+  for (const JoinedProjection& j : join_projections ? joined_projections(config) : std::vector<JoinedProjection>{}) {
+    std::vector<const GgufTensorInfo*> parts;
+    for (size_t i = 0; i < j.parts.size(); ++i) {
+      const GgufTensorInfo* t = f.find_tensor(j.parts[i]);
+      if (!t || !t->type || t->dims != std::vector<int64_t>{j.k, j.rows[i]} || (!parts.empty() && t->type != parts[0]->type)) break;
+      parts.push_back(t);
+    }
+    if (parts.size() != j.parts.size()) continue;  // loaded one by one: the graph builder names what is wrong
+    int64_t rows = 0;
+    for (int64_t r : j.rows) rows += r;
+    const int64_t row_bytes = quant::row_bytes(*parts[0]->type, j.k);
+    auto w = make_weight(*parts[0]->type, {j.k, rows}, [&](void* dst) {
+      auto* at = static_cast<uint8_t*>(dst);
+      for (size_t i = 0; i < parts.size(); ++i) {
+        TESSERA_RETURN_IF_ERROR(f.read_tensor(*parts[i], at).with_context("tensor '" + j.parts[i] + "'"));
+        at += j.rows[i] * row_bytes;
+      }
+      return Status();
+    });
+    if (!w.ok()) return w.status().with_context(f.path() + ": tensor '" + j.parts[0] + "' and the rest of " + j.name);
+    weights.emplace(j.name, std::move(*w));
+    joined_parts.insert(j.parts.begin(), j.parts.end());
+  }
   for (const GgufTensorInfo& t : f.tensors()) {
+    if (joined_parts.count(t.name)) continue;
     if (!t.type) {
       return unimplemented(f.path() + ": tensor '" + t.name + "' has ggml type " + std::to_string(t.ggml_type) +
                            ", which tessera does not read (it reads f32, f16, bf16, q8_0, q4_0, q4_k, q6_k)");
@@ -78,7 +105,6 @@ Result<WeightMap> load_gguf_weights(const GgufFile& f, const ModelConfig& config
     if (!w.ok()) return w.status().with_context(f.path() + ": tensor '" + t.name + "'");
     weights.emplace(t.name, std::move(*w));
   }
-  (void)config;
   return weights;
 }
 

@@ -13,7 +13,10 @@ namespace tessera::llm {
 Result<ModelConfig> config_from_gguf(const GgufFile& file);
 // Every tensor the config's architecture uses, checked for type and dims; 1-D tensors become
 // float32 whatever their stored type.
-Result<WeightMap> load_gguf_weights(const GgufFile& file, const ModelConfig& config);
+// With join_projections, the parts of each llm::joined_projections(config) entry are read straight
+// into one joined tensor (no second copy of them at load), where they are all there with their
+// shapes and one type.
+Result<WeightMap> load_gguf_weights(const GgufFile& file, const ModelConfig& config, bool join_projections = false);
 Result<TokenizerVocab> vocab_from_gguf(const GgufFile& file);
 
 void write_config_to_gguf(const ModelConfig& config, GgufWriter& w);

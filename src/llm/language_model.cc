@@ -12,7 +12,7 @@ namespace tessera::llm {
 Result<std::unique_ptr<LanguageModel>> LanguageModel::load_gguf(const std::string& path, const ModelOptions& opts) {
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::open(path));
   TESSERA_ASSIGN_OR_RETURN(ModelConfig config, config_from_gguf(*file));
-  TESSERA_ASSIGN_OR_RETURN(WeightMap weights, load_gguf_weights(*file, config));
+  TESSERA_ASSIGN_OR_RETURN(WeightMap weights, load_gguf_weights(*file, config, opts.fuse_projections));
   std::optional<TokenizerVocab> vocab;
   if (file->find("tokenizer.ggml.model")) {
     TESSERA_ASSIGN_OR_RETURN(TokenizerVocab v, vocab_from_gguf(*file));
@@ -59,7 +59,7 @@ Result<std::unique_ptr<LanguageModel>> LanguageModel::create(const ModelConfig& 
       std::string(native::quant_matmul_path(quant::QType::kQ4_0)) == "avx512-vnni") {
     regroup_for_avx512(m->weights_);
   }
-  if (opts.fuse_projections && config.arch != Architecture::kGpt2) fuse_projections(m->weights_, config);
+  if (opts.fuse_projections) fuse_projections(m->weights_, config);  // (a GGUF load has joined them already)
   for (const auto& [name, w] : m->weights_) m->weight_bytes_ += static_cast<int64_t>(w.data.nbytes());
   if (vocab) {
     TESSERA_ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::create(*vocab));
@@ -162,7 +162,7 @@ Result<Tensor> LanguageModel::step(const std::vector<StepSequence>& batch) {
       const Node& node = session_->graph().node(nodes[0]);
       // Per op and role: "QMatMul attn_q" for the layers' "blk.N.attn_q" nodes together.
       std::string role = node.name;
-      if (role.rfind("blk.", 0) == 0 && role.find('.', 4) != std::string::npos) role = role.substr(role.find('.', 4) + 1);
+      if (const size_t dot = role.find('.', 4); role.rfind("blk.", 0) == 0 && dot != std::string::npos) role = role.substr(dot + 1);
       OpTime& t = op_times_[node.op_type + " " + role];
       t.seconds += secs[i];
       ++t.calls;

@@ -147,17 +147,16 @@ Result<Graph> LlamaGraphBuilder::build() {
 
 namespace {
 
-// The matrices `parts` of `weights` (k columns, rows[i] rows each) joined, rows in order, under
-// `name`, the parts dropped. Nothing happens unless every part is there with exactly that shape
-// and all share one type (the graph builder then reports what is wrong, by the part's name).
-void join_rows(WeightMap& weights, const std::vector<std::string>& parts, const std::vector<int64_t>& rows_of,
-               int64_t k, const std::string& name) {
+// The join j of `weights`' matrices, the parts dropped. Nothing happens unless every part is there
+// with exactly its shape and all share one type (the graph builder then reports what is wrong, by
+// the part's name).
+void join_rows(WeightMap& weights, const JoinedProjection& j) {
   std::vector<const ModelWeight*> ws;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    auto it = weights.find(parts[i]);
+  for (size_t i = 0; i < j.parts.size(); ++i) {
+    auto it = weights.find(j.parts[i]);
     if (it == weights.end()) return;
     const ModelWeight& w = it->second;
-    if (w.dims != std::vector<int64_t>{k, rows_of[i]} || w.data.rank() != 2 || w.data.dim(0) != rows_of[i]) return;
+    if (w.dims != std::vector<int64_t>{j.k, j.rows[i]} || w.data.rank() != 2 || w.data.dim(0) != j.rows[i]) return;
     if (!ws.empty() && (w.type != ws[0]->type || w.data.dtype() != ws[0]->data.dtype() || w.data.dim(1) != ws[0]->data.dim(1))) {
       return;
     }
@@ -170,29 +169,35 @@ void join_rows(WeightMap& weights, const std::vector<std::string>& parts, const 
   }
   ModelWeight joined;
   joined.type = ws[0]->type;
-  joined.dims = {ws[0]->dims[0], rows};
-  const int64_t row_elements = ws[0]->data.numel() / ws[0]->data.dim(0);  // floats (f32) or bytes per row
-  joined.data = Tensor(ws[0]->data.dtype(), {rows, row_elements}, Storage::allocate_bytes_uninitialized(static_cast<size_t>(bytes)));
+  joined.dims = {j.k, rows};
+  joined.data = Tensor(ws[0]->data.dtype(), {rows, ws[0]->data.dim(1)}, Storage::allocate_bytes_uninitialized(static_cast<size_t>(bytes)));
   auto* dst = static_cast<uint8_t*>(joined.data.raw_data());
   for (const ModelWeight* w : ws) {
     std::memcpy(dst, w->data.raw_data(), w->data.nbytes());
     dst += w->data.nbytes();
   }
-  for (const std::string& part : parts) weights.erase(part);
-  weights[name] = std::move(joined);
+  for (const std::string& part : j.parts) weights.erase(part);
+  weights[j.name] = std::move(joined);
 }
 
 }  // namespace
 
-void fuse_projections(WeightMap& weights, const ModelConfig& c) {
+std::vector<JoinedProjection> joined_projections(const ModelConfig& c) {
+  std::vector<JoinedProjection> out;
+  if (c.arch == Architecture::kGpt2) return out;
   const int64_t kv_dim = c.kv_heads * c.head_dim();
   for (int64_t l = 0; l < c.layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    join_rows(weights, {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"}, {c.hidden, kv_dim, kv_dim},
-              c.hidden, p + "attn_qkv.weight");
-    join_rows(weights, {p + "ffn_gate.weight", p + "ffn_up.weight"}, {c.ffn_hidden, c.ffn_hidden}, c.hidden,
-              p + "ffn_gate_up.weight");
+    out.push_back({p + "attn_qkv.weight", {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"},
+                   {c.hidden, kv_dim, kv_dim}, c.hidden});
+    out.push_back({p + "ffn_gate_up.weight", {p + "ffn_gate.weight", p + "ffn_up.weight"}, {c.ffn_hidden, c.ffn_hidden},
+                   c.hidden});
   }
+  return out;
+}
+
+void fuse_projections(WeightMap& weights, const ModelConfig& c) {
+  for (const JoinedProjection& j : joined_projections(c)) join_rows(weights, j);
 }
 
 Result<Graph> build_llama_graph(const ModelConfig& config, const WeightMap& weights, const KvCacheShape& cache) {

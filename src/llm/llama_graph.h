@@ -58,6 +58,14 @@ Result<Graph> build_llama_graph(const ModelConfig& config, const WeightMap& weig
 // a Split for q / k / v, SiluMul's one-input form for gate / up. Each output feature is the same
 // dot product as before, so the logits do not change.
 void fuse_projections(WeightMap& weights, const ModelConfig& config);
+// The joins fuse_projections makes: `name` from `parts` (rows[i] rows each, k columns), in order.
+struct JoinedProjection {
+  std::string name;
+  std::vector<std::string> parts;
+  std::vector<int64_t> rows;
+  int64_t k = 0;
+};
+std::vector<JoinedProjection> joined_projections(const ModelConfig& config);
 
 // Names of the graph inputs (also used by the runner).
 inline std::string k_cache_input(int64_t layer) { return "k_cache." + std::to_string(layer); }

@@ -54,6 +54,21 @@ void expect_file_matches_memory(const std::string& preset, quant::QType type) {
   auto b = (*in_memory)->step({{&s2, prompt, true}});
   ASSERT_TRUE(a.ok() && b.ok());
   for (int64_t i = 0; i < a->numel(); ++i) ASSERT_EQ(a->data<float>()[i], b->data<float>()[i]) << i;
+  // The loader joins q/k/v and gate/up as it reads them (LLaMA); unjoined, the logits are the same.
+  mo.fuse_projections = false;
+  auto separate = LanguageModel::load_gguf(path.string(), mo);
+  ASSERT_TRUE(separate.ok()) << separate.status().to_string();
+  auto count = [](const LanguageModel& m, const std::string& op) {
+    int64_t n = 0;
+    for (int i = 0; i < m.session().graph().num_nodes(); ++i) n += m.session().graph().node(i).op_type == op;
+    return n;
+  };
+  const int64_t joins = c.arch == Architecture::kGpt2 ? 0 : 3 * c.layers;
+  EXPECT_EQ(count(**from_file, "QMatMul") + joins, count(**separate, "QMatMul"));
+  SequenceBlocks s3;
+  auto d = (*separate)->step({{&s3, prompt, true}});
+  ASSERT_TRUE(d.ok());
+  for (int64_t i = 0; i < a->numel(); ++i) ASSERT_EQ(a->data<float>()[i], d->data<float>()[i]) << i;
   fs::remove(path);
 }
 
