@@ -181,6 +181,33 @@ double stream_gbps(int threads, size_t n, double bytes_per_elem, int reps,
   return best;
 }
 
+// Three buffers of n floats, first touched by the threads that stream them (pages land near them
+// on NUMA machines).
+struct StreamBuffers {
+  StreamBuffers(int threads, size_t n) : a(n), b(n), c(n) {
+    run_parallel(threads, [&](int t) {
+      for (size_t i = n * t / threads; i < n * (t + 1) / threads; ++i) {
+        a.p[i] = 0.0f;
+        b.p[i] = 1.0f;
+        c.p[i] = 2.0f;
+      }
+    });
+  }
+  AlignedFloats a, b, c;
+};
+
+double triad_pass_gbps(int threads, StreamBuffers& s, int reps) {
+  const float k = 0.5f;
+  float* __restrict pa = s.a.p;
+  const float* __restrict pb = s.b.p;
+  const float* __restrict pc = s.c.p;
+  return stream_gbps(threads, s.a.n, 3 * sizeof(float), reps, [&](size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; ++i) pa[i] = pb[i] + k * pc[i];
+  });
+}
+
+size_t stream_floats(double stream_mib) { return static_cast<size_t>(stream_mib * 1024 * 1024 / sizeof(float)); }
+
 }  // namespace
 
 MachinePeak measure_machine_peak(int threads, bool quick, double stream_mib) {
@@ -197,27 +224,24 @@ MachinePeak measure_machine_peak(int threads, bool quick, double stream_mib) {
                            ? peak.fma_gflops_1t
                            : std::max(peak.fma_gflops_1t, fma_gflops(loop, threads, 0.03, reps));
 
-  size_t n = static_cast<size_t>(stream_mib * 1024 * 1024 / sizeof(float));
-  AlignedFloats a(n), b(n), c(n);
-  // First touch by the threads that stream the data (pages land near them on NUMA machines).
-  run_parallel(threads, [&](int t) {
-    for (size_t i = n * t / threads; i < n * (t + 1) / threads; ++i) {
-      a.p[i] = 0.0f;
-      b.p[i] = 1.0f;
-      c.p[i] = 2.0f;
-    }
-  });
-  const float s = 0.5f;
-  float* __restrict pa = a.p;
-  const float* __restrict pb = b.p;
-  const float* __restrict pc = c.p;
-  peak.copy_gbps = stream_gbps(threads, n, 2 * sizeof(float), reps, [&](size_t lo, size_t hi) {
+  StreamBuffers s(threads, stream_floats(stream_mib));
+  float* __restrict pa = s.a.p;
+  const float* __restrict pb = s.b.p;
+  peak.copy_gbps = stream_gbps(threads, s.a.n, 2 * sizeof(float), reps, [&](size_t lo, size_t hi) {
     for (size_t i = lo; i < hi; ++i) pa[i] = pb[i];
   });
-  peak.triad_gbps = stream_gbps(threads, n, 3 * sizeof(float), reps, [&](size_t lo, size_t hi) {
-    for (size_t i = lo; i < hi; ++i) pa[i] = pb[i] + s * pc[i];
-  });
+  peak.triad_gbps = triad_pass_gbps(threads, s, reps);
   return peak;
 }
+
+struct TriadProbe::Buffers : StreamBuffers {
+  using StreamBuffers::StreamBuffers;
+};
+
+TriadProbe::TriadProbe(int threads, double stream_mib)
+    : threads_(std::max(1, threads)),
+      buffers_(std::make_unique<Buffers>(threads_, stream_floats(stream_mib))) {}
+TriadProbe::~TriadProbe() = default;
+double TriadProbe::gbps() { return triad_pass_gbps(threads_, *buffers_, 1); }
 
 }  // namespace tessera::bench

@@ -3,6 +3,7 @@
 // (buffers far larger than the caches).
 #pragma once
 
+#include <memory>
 #include <string>
 
 namespace tessera::bench {
@@ -20,5 +21,23 @@ struct MachinePeak {
 // Runs the FMA loops (best of several 0.03 s runs) and the streaming loops (best of several
 // passes) over three buffers of `stream_mib` MiB each. About 2 s; under 1 s when quick.
 MachinePeak measure_machine_peak(int threads, bool quick, double stream_mib = 256);
+
+// One stream-triad pass at a time over its own three buffers of `stream_mib` MiB: a benchmark of
+// a bandwidth-bound kernel alternates its runs with passes of this, so each run's GB/s has the
+// machine's bandwidth measured at the same moment beside it (the machine is shared: the bandwidth
+// left to us moves by tens of percent within seconds).
+class TriadProbe {
+ public:
+  TriadProbe(int threads, double stream_mib);
+  ~TriadProbe();
+  TriadProbe(const TriadProbe&) = delete;
+  TriadProbe& operator=(const TriadProbe&) = delete;
+  double gbps();  // one pass, bytes read + written per second (as MachinePeak::triad_gbps)
+
+ private:
+  struct Buffers;
+  int threads_;
+  std::unique_ptr<Buffers> buffers_;
+};
 
 }  // namespace tessera::bench

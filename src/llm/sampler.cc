@@ -27,23 +27,38 @@ int32_t Sampler::sample(const float* logits, int64_t vocab, const std::vector<in
   if (p_.temperature <= 0.0f) {
     return static_cast<int32_t>(std::max_element(work_.begin(), work_.end()) - work_.begin());
   }
+  // The top-k candidates by logit (ties: lower id first) are found in linear time, and sorted
+  // only as far as the top-p cut, the min-p cut and the draw reach: a sorted head grown fourfold
+  // when one of them lies beyond it. With no top-k (OpenAI's default) a full sort of the vocabulary
+  // cost milliseconds per token; the draw rarely reaches past the first few dozen.
   ids_.resize(vocab);
   std::iota(ids_.begin(), ids_.end(), 0);
   const int64_t k = p_.top_k > 0 ? std::min<int64_t>(p_.top_k, vocab) : vocab;
   auto by_logit = [&](int32_t a, int32_t b) { return work_[a] > work_[b] || (work_[a] == work_[b] && a < b); };
-  std::partial_sort(ids_.begin(), ids_.begin() + k, ids_.end(), by_logit);
-  ids_.resize(k);
-  // Softmax over the k candidates at the temperature, in descending order.
-  std::vector<double> probs(k);
-  const double top = work_[ids_[0]];
+  if (k < vocab) {
+    std::nth_element(ids_.begin(), ids_.begin() + (k - 1), ids_.end(), by_logit);
+    ids_.resize(k);
+  }
+  const float top = work_[*std::min_element(ids_.begin(), ids_.end(), by_logit)];
+  const double inv_t = 1.0 / p_.temperature;
   double sum = 0;
-  for (int64_t i = 0; i < k; ++i) sum += probs[i] = std::exp((work_[ids_[i]] - top) / p_.temperature);
-  for (double& q : probs) q /= sum;
+  for (int32_t id : ids_) sum += std::exp((work_[id] - top) * inv_t);
+  probs_.clear();
+  // The probability of the i-th most likely candidate, sorting the head as far as i.
+  auto prob = [&](int64_t i) {
+    if (i >= static_cast<int64_t>(probs_.size())) {
+      const int64_t sorted = static_cast<int64_t>(probs_.size());
+      const int64_t grow = std::min<int64_t>(k, std::max<int64_t>({i + 1, 4 * sorted, 64}));
+      std::partial_sort(ids_.begin() + sorted, ids_.begin() + grow, ids_.end(), by_logit);
+      for (int64_t j = sorted; j < grow; ++j) probs_.push_back(std::exp((work_[ids_[j]] - top) * inv_t) / sum);
+    }
+    return probs_[i];
+  };
   int64_t keep = k;
   if (p_.top_p < 1.0f) {
     double cum = 0;
     for (int64_t i = 0; i < k; ++i) {
-      cum += probs[i];
+      cum += prob(i);
       if (cum >= p_.top_p) {
         keep = i + 1;
         break;
@@ -52,16 +67,22 @@ int32_t Sampler::sample(const float* logits, int64_t vocab, const std::vector<in
   }
   if (p_.min_p > 0.0f) {
     int64_t i = 1;
-    while (i < keep && probs[i] >= p_.min_p * probs[0]) ++i;
+    while (i < keep && prob(i) >= p_.min_p * prob(0)) ++i;
     keep = i;
   }
+  // The kept mass: every candidate's when nothing was cut (no sort needed), else the head's.
   double total = 0;
-  for (int64_t i = 0; i < keep; ++i) total += probs[i];
+  if (keep == k) {
+    total = 1.0;
+  } else {
+    for (int64_t i = 0; i < keep; ++i) total += prob(i);
+  }
   double u = std::uniform_real_distribution<double>(0.0, total)(rng_);
   for (int64_t i = 0; i < keep; ++i) {
-    u -= probs[i];
+    u -= prob(i);
     if (u <= 0) return ids_[i];
   }
+  prob(keep - 1);  // sorted that far
   return ids_[keep - 1];
 }
 

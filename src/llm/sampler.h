@@ -32,6 +32,7 @@ class Sampler {
   std::mt19937_64 rng_;
   std::vector<float> work_;
   std::vector<int32_t> ids_;
+  std::vector<double> probs_;  // of the sorted head of ids_
 };
 
 }  // namespace tessera::llm

@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <map>
+#include <numeric>
+#include <random>
 
 #include "llm/sampler.h"
 
@@ -104,6 +107,72 @@ TEST(Sampler, RepeatAndPresencePenaltiesSteerAwayFromHistory) {
   EXPECT_EQ(Sampler(p).sample(l.data(), 3, {0, 0, 0}), 1);
   p.repeat_last_n = 1;  // only the last token counts
   EXPECT_EQ(Sampler(p).sample(l.data(), 3, {0, 0, 2}), 0);
+}
+
+
+// The sampler sorts only the head of the candidates that the cuts and the draw reach. A plain
+// version that sorts the whole vocabulary first (the same formulas, the same random stream) must
+// pick the same token every time, also when the draw walks hundreds of candidates deep (flat
+// logits, high temperature) and across the head's growth steps.
+int32_t sample_fully_sorted(const std::vector<float>& l, const SamplingParams& p, std::mt19937_64& rng, int64_t& rank) {
+  const int64_t n = static_cast<int64_t>(l.size());
+  std::vector<int32_t> ids(n);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+  const double inv_t = 1.0 / p.temperature;
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp((l[i] - l[ids[0]]) * inv_t);  // in id order, as the sampler
+  std::vector<double> probs(n);
+  for (int64_t i = 0; i < n; ++i) probs[i] = std::exp((l[ids[i]] - l[ids[0]]) * inv_t) / sum;
+  int64_t keep = n;
+  double cum = 0;
+  for (int64_t i = 0; p.top_p < 1.0f && i < n; ++i) {
+    if ((cum += probs[i]) >= p.top_p) {
+      keep = i + 1;
+      break;
+    }
+  }
+  if (p.min_p > 0) {
+    int64_t i = 1;
+    while (i < keep && probs[i] >= p.min_p * probs[0]) ++i;
+    keep = i;
+  }
+  double total = keep == n ? 1.0 : 0.0;
+  for (int64_t i = 0; keep < n && i < keep; ++i) total += probs[i];
+  double u = std::uniform_real_distribution<double>(0.0, total)(rng);
+  for (rank = 0; rank < keep; ++rank) {
+    if ((u -= probs[rank]) <= 0) return ids[rank];
+  }
+  rank = keep - 1;
+  return ids[keep - 1];
+}
+
+TEST(Sampler, LazyHeadSortDrawsWhatAFullSortDraws) {
+  std::mt19937 gen(11);
+  for (float spread : {0.05f, 1.0f, 6.0f}) {
+    std::vector<float> l(3000);
+    std::normal_distribution<float> normal(0.0f, spread);
+    for (float& v : l) v = std::round(normal(gen) * 8) / 8;  // ties too
+    for (float top_p : {1.0f, 0.97f, 0.5f}) {
+      for (float min_p : {0.0f, 0.02f}) {
+        SamplingParams p;
+        p.temperature = 1.3f;
+        p.top_k = 0;
+        p.top_p = top_p;
+        p.min_p = min_p;
+        p.seed = 5;
+        Sampler s(p);
+        std::mt19937_64 rng(p.seed);
+        int64_t deep = 0, rank = 0;
+        for (int i = 0; i < 200; ++i) {
+          const int32_t want = sample_fully_sorted(l, p, rng, rank);
+          ASSERT_EQ(s.sample(l.data(), 3000, {}), want) << "spread " << spread << " top_p " << top_p << " min_p " << min_p << " draw " << i;
+          deep += rank >= 256;  // past the head's first growth steps (64, 256)
+        }
+        if (spread == 0.05f && top_p == 1.0f && min_p == 0.0f) EXPECT_GT(deep, 100);  // the walks did go deep
+      }
+    }
+  }
 }
 
 }  // namespace
