@@ -5,7 +5,8 @@
 #      tokens, all sent at once; throughput with the prefix cache vs a server without it;
 #   2. time to first token of a request whose 512-token prefix is cached vs the same-shaped request
 #      right after the cache is flushed (idle server, one request at a time);
-#   3. decode throughput with 8 concurrent requests vs one request.
+#   3. decode throughput with 8 concurrent requests vs one request, and the same ratio for the
+#      model alone (bench/batch_decode_bench: batch 8 vs batch 1, no HTTP), when it is built.
 # Results: $BUILD/bench/results/serve.json and a table on stdout.
 #
 # Usage: bench/serve_bench.sh [BUILD_DIR]   (env: SERVE_BENCH_MODEL, SERVE_BENCH_THREADS, SERVE_BENCH_PORT)
@@ -77,6 +78,11 @@ stop_server
 start_server no_cache --no-prefix-cache
 bench shared_prefix_uncached "${GSP[@]}"
 stop_server
+if [[ -x "$BUILD/bench/batch_decode_bench" ]]; then
+  echo "serve_bench: model alone, batch 8 vs 1" >&2
+  "$BUILD/bench/batch_decode_bench" "$MODEL" --batch 8 --threads "$THREADS" --prompt-tokens 32 --steps 128 --rounds 2 \
+    --json "$WORK/batch_decode.json" >"$WORK/batch_decode.txt" 2>&1 || { cat "$WORK/batch_decode.txt" >&2; exit 1; }
+fi
 
 python3 - "$WORK" "$OUT_DIR/serve.json" "$MODEL" "$THREADS" <<'EOF'
 import json, sys, os
@@ -107,6 +113,9 @@ res = {
     "goal": ">= 3"},
   "runs": r,
 }
+bd = os.path.join(work, "batch_decode.json")
+if os.path.exists(bd):
+  res["decode_concurrency"]["model_alone"] = json.load(open(bd))
 json.dump(res, open(out, "w"), indent=2)
 sp, tt, dc = res["shared_prefix"], res["ttft_cached_prefix"], res["decode_concurrency"]
 print(json.dumps({k: res[k] for k in ["shared_prefix", "ttft_cached_prefix", "decode_concurrency"]}, indent=2))
@@ -114,4 +123,7 @@ print(f"{'benchmark':<42} {'value':>12} {'goal':>8}")
 print(f"{'shared prefix: req/s cached / uncached':<42} {sp['speedup']:>11.2f}x {'>= 3':>8}   ({sp['cached_request_throughput']:.3f} vs {sp['uncached_request_throughput']:.3f} req/s, hit rate {100*sp['cache_hit_rate']:.1f}%)")
 print(f"{'TTFT cached prefix / flushed':<42} {tt['ratio']:>12.3f} {'<= 0.2':>8}   ({1e3*tt['cached_s']:.0f} ms vs {1e3*tt['flushed_s']:.0f} ms)")
 print(f"{'decode tok/s, 8 concurrent / 1':<42} {dc['speedup']:>11.2f}x {'>= 3':>8}   ({dc['eight_output_tok_s']:.1f} vs {dc['single_output_tok_s']:.1f} tok/s; by TPOT {dc['speedup_by_tpot']:.2f}x)")
+if "model_alone" in dc:
+  ma = dc["model_alone"]
+  print(f"{'  the model alone, batch 8 / batch 1':<42} {ma['ratio']:>11.2f}x {'':>8}   ({ma['batch_tok_s']:.1f} vs {ma['single_tok_s']:.1f} tok/s, no HTTP)")
 EOF
