@@ -24,7 +24,10 @@ class Sampler {
  public:
   explicit Sampler(const SamplingParams& p);
   // Picks the next token from logits[vocab]; `history` is the sequence so far (for penalties).
-  int32_t sample(const float* logits, int64_t vocab, const std::vector<int32_t>& history);
+  // The repetition penalty looks at the last repeat_last_n tokens of it; the presence and
+  // frequency penalties at those of them from index `generated_from` on: 0 counts the prompt too
+  // (llama.cpp's way), the prompt's length counts only generated tokens (OpenAI's and vLLM's).
+  int32_t sample(const float* logits, int64_t vocab, const std::vector<int32_t>& history, size_t generated_from = 0);
   const SamplingParams& params() const { return p_; }
 
  private:

@@ -478,7 +478,9 @@ void Engine::run_step(std::vector<BatchItem>& batch) {
     Request& r = *batch[i].r;
     if (!seqs[i].want_logits) continue;
     const float* row_logits = logits->data<float>() + row++ * vocab;
-    if (r.seq.length == static_cast<int64_t>(r.tokens.size())) append_token(r, r.sampler->sample(row_logits, vocab, r.tokens), row_logits);
+    if (r.seq.length != static_cast<int64_t>(r.tokens.size())) continue;
+    // Presence and frequency penalties count generated tokens only, as OpenAI's API defines them.
+    append_token(r, r.sampler->sample(row_logits, vocab, r.tokens, static_cast<size_t>(r.prompt_len)), row_logits);
   }
   for (BatchItem& item : batch) {
     Request& r = *item.r;

@@ -109,6 +109,27 @@ TEST(Sampler, RepeatAndPresencePenaltiesSteerAwayFromHistory) {
   EXPECT_EQ(Sampler(p).sample(l.data(), 3, {0, 0, 2}), 0);
 }
 
+// OpenAI's presence / frequency penalties count generated tokens only: a prompt token is not
+// penalized when the caller says where the generated tokens start; the repetition penalty still
+// looks at the prompt.
+TEST(Sampler, PresenceAndFrequencyCanSkipThePrompt) {
+  const auto l = logits_of({2.0f, 1.9f, 0.0f});
+  SamplingParams p;
+  p.temperature = 0;
+  p.repeat_last_n = 64;
+  p.presence_penalty = 0.5f;
+  EXPECT_EQ(Sampler(p).sample(l.data(), 3, {0, 2}), 1);     // prompt counted (generated_from 0)
+  EXPECT_EQ(Sampler(p).sample(l.data(), 3, {0, 2}, 1), 0);  // token 0 is the prompt's
+  EXPECT_EQ(Sampler(p).sample(l.data(), 3, {2, 0}, 1), 1);  // token 0 was generated
+  p.presence_penalty = 0;
+  p.frequency_penalty = 0.04f;  // three in the prompt, one generated: 2.0 - 0.04 > 1.9
+  EXPECT_EQ(Sampler(p).sample(l.data(), 3, {0, 0, 0, 0}, 3), 0);
+  EXPECT_EQ(Sampler(p).sample(l.data(), 3, {0, 0, 0, 0}, 0), 1);
+  p.frequency_penalty = 0;
+  p.repeat_penalty = 1.5f;  // the prompt's tokens still count for it
+  EXPECT_EQ(Sampler(p).sample(l.data(), 3, {0, 2}, 2), 1);
+}
+
 
 // The sampler sorts only the head of the candidates that the cuts and the draw reach. A plain
 // version that sorts the whole vocabulary first (the same formulas, the same random stream) must
