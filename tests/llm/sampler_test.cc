@@ -190,7 +190,9 @@ TEST(Sampler, LazyHeadSortDrawsWhatAFullSortDraws) {
           ASSERT_EQ(s.sample(l.data(), 3000, {}), want) << "spread " << spread << " top_p " << top_p << " min_p " << min_p << " draw " << i;
           deep += rank >= 256;  // past the head's first growth steps (64, 256)
         }
-        if (spread == 0.05f && top_p == 1.0f && min_p == 0.0f) EXPECT_GT(deep, 100);  // the walks did go deep
+        if (spread == 0.05f && top_p == 1.0f && min_p == 0.0f) {
+          EXPECT_GT(deep, 100);  // the walks did go deep
+        }
       }
     }
   }
