@@ -12,23 +12,17 @@ Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {}
 int32_t Sampler::sample(const float* logits, int64_t vocab, const std::vector<int32_t>& history, size_t generated_from) {
   work_.assign(logits, logits + vocab);
   if (p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) {
-    struct Seen {
-      int all = 0;        // in the window
-      int generated = 0;  // of those, at or after generated_from
-    };
-    std::map<int32_t, Seen> counts;
+    // Every token in the window, with how often it was generated (at or after generated_from).
+    std::map<int32_t, int> generated;
     const size_t from = history.size() > static_cast<size_t>(std::max(0, p_.repeat_last_n))
                             ? history.size() - static_cast<size_t>(std::max(0, p_.repeat_last_n)) : 0;
     for (size_t i = from; i < history.size(); ++i) {
-      if (history[i] < 0 || history[i] >= vocab) continue;
-      Seen& c = counts[history[i]];
-      ++c.all;
-      c.generated += i >= generated_from;
+      if (history[i] >= 0 && history[i] < vocab) generated[history[i]] += i >= generated_from;
     }
-    for (const auto& [id, c] : counts) {
+    for (const auto& [id, n] : generated) {
       float& l = work_[id];
       if (p_.repeat_penalty != 1.0f) l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
-      if (c.generated > 0) l -= p_.presence_penalty + p_.frequency_penalty * static_cast<float>(c.generated);
+      if (n > 0) l -= p_.presence_penalty + p_.frequency_penalty * static_cast<float>(n);
     }
   }
   if (p_.temperature <= 0.0f) {
