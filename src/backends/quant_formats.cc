@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "ir/status.h"
 
@@ -28,6 +29,7 @@ constexpr TypeInfo kTypes[] = {
     {QType::kQ6_K, "q6_k", kQK_K, sizeof(BlockQ6_K)},
     {QType::kQ4_0R, "q4_0r", 4 * kQK4_0, sizeof(BlockQ4_0x4)},
     {QType::kQ8_0R, "q8_0r", 4 * kQK8_0, sizeof(BlockQ8_0x4)},
+    {QType::kQ4_0C, "q4_0c", kQK4_0, sizeof(BlockQ4_0)},
 };
 
 const TypeInfo& info(QType t) {
@@ -133,6 +135,45 @@ BlockQ8_0 q8_0r_block(const void* row, int64_t b) {
   return block;
 }
 
+void repack_q4_0_to_q4_0c(void* matrix, int64_t rows, int64_t k) {
+  TESSERA_CHECK(rows % kQ4_0CPanelRows == 0 && k % kQK4_0 == 0, "q4_0c panels hold 16 whole rows");
+  const int64_t blocks = k / kQK4_0;
+  std::vector<BlockQ4_0> rows_aside(static_cast<size_t>(kQ4_0CPanelRows * blocks));
+  for (int64_t p = 0; p < rows / kQ4_0CPanelRows; ++p) {
+    auto* panel = static_cast<BlockQ4_0x16*>(matrix) + p * blocks;
+    std::memcpy(rows_aside.data(), panel, rows_aside.size() * sizeof(BlockQ4_0));  // the same bytes
+    for (int64_t b = 0; b < blocks; ++b) {
+      BlockQ4_0x16& out = panel[b];
+      for (int i = 0; i < kQ4_0CPanelRows; ++i) {
+        const BlockQ4_0& in = rows_aside[i * blocks + b];
+        out.d[i] = in.d;
+        for (int m = 0; m < 4; ++m) std::memcpy(out.qs[m][i], in.qs + 4 * m, 4);
+      }
+    }
+  }
+}
+
+BlockQ4_0 q4_0c_block(const void* matrix, int64_t k, int64_t row, int64_t b) {
+  const int64_t blocks = k / kQK4_0;
+  const BlockQ4_0x16& g = static_cast<const BlockQ4_0x16*>(matrix)[row / kQ4_0CPanelRows * blocks + b];
+  const int64_t i = row % kQ4_0CPanelRows;
+  BlockQ4_0 block;
+  block.d = g.d[i];
+  for (int m = 0; m < 4; ++m) std::memcpy(block.qs + 4 * m, g.qs[m][i], 4);
+  return block;
+}
+
+void dequantize_weight_row(QType t, const void* matrix, int64_t row, int64_t cols, float* dst) {
+  if (t != QType::kQ4_0C) {
+    dequantize_row(t, static_cast<const uint8_t*>(matrix) + row * row_bytes(t, cols), cols, dst);
+    return;
+  }
+  for (int64_t b = 0; b < cols / kQK4_0; ++b) {
+    const BlockQ4_0 block = q4_0c_block(matrix, cols, row, b);
+    dequantize_q4_0(&block, kQK4_0, dst + b * kQK4_0);
+  }
+}
+
 const char* qtype_name(QType t) { return info(t).name; }
 
 std::optional<QType> qtype_from_name(const std::string& name) {
@@ -180,7 +221,9 @@ void quantize_row(QType t, const float* x, int64_t n, void* dst) {
       quantize_q8_0(x, n, static_cast<BlockQ8_0*>(dst));
       repack_q8_0_to_q8_0r(dst, n, dst);
       return;
+    case QType::kQ4_0C: break;
   }
+  TESSERA_CHECK(false, "q4_0c rows are not contiguous: quantize to q4_0, then repack_q4_0_to_q4_0c");
 }
 
 void dequantize_row(QType t, const void* src, int64_t n, float* dst) {
@@ -217,7 +260,9 @@ void dequantize_row(QType t, const void* src, int64_t n, float* dst) {
         dequantize_q8_0(&block, kQK8_0, dst + b * kQK8_0);
       }
       return;
+    case QType::kQ4_0C: break;
   }
+  TESSERA_CHECK(false, "q4_0c rows are not contiguous: use dequantize_weight_row");
 }
 
 }  // namespace tessera::quant

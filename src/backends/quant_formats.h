@@ -1,9 +1,9 @@
 // Weight formats of language models: ggml's block-quantized types (the layouts GGUF files
 // store, bit for bit), plus the float types, with reference (scalar) quantize / dequantize.
 //
-// A "row" of n elements is n / block_elements(type) consecutive blocks. Every format here keeps
-// one row of a weight matrix [N, K] (K the reduction dim) contiguous, so a matrix is N rows of
-// row_bytes(type, K) bytes each.
+// A "row" of n elements is n / block_elements(type) consecutive blocks. Every format here but
+// Q4_0C keeps one row of a weight matrix [N, K] (K the reduction dim) contiguous, so a matrix is N
+// rows of row_bytes(type, K) bytes each; Q4_0C interleaves 16 rows in the same bytes (see below).
 #pragma once
 
 #include <cstdint>
@@ -24,12 +24,13 @@ enum class QType : uint32_t {
   kQ6_K = 14,
   kBF16 = 30,
   // tessera's own layouts (numbers from 1000), never in files: Q4_0 and Q8_0 regrouped for
-  // AVX-512 (see BlockQ4_0x4, BlockQ8_0x4).
+  // AVX-512 (see BlockQ4_0x4, BlockQ8_0x4), Q4_0 in column panels (see BlockQ4_0x16).
   kQ4_0R = 1000,
   kQ8_0R = 1001,
+  kQ4_0C = 1002,
 };
 
-// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_0r", "q8_0r".
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_0r", "q8_0r", "q4_0c".
 const char* qtype_name(QType t);
 // By name (as above, case-insensitive), or nullopt.
 std::optional<QType> qtype_from_name(const std::string& name);
@@ -85,6 +86,28 @@ void repack_q8_0_to_q8_0r(const void* src, int64_t n, void* dst);
 // Block b (of 32 values) of a BlockQ8_0x4 row as a Q8_0 block.
 BlockQ8_0 q8_0r_block(const void* row, int64_t b);
 
+// Q4_0C: a matrix of Q4_0 rows (a multiple of 16) stored as panels of 16 rows. Panel p holds
+// rows 16p..16p+15 in the bytes those rows had (16 x row_bytes), as one BlockQ4_0x16 per block
+// index b: the 16 rows' scales, then the rows' quant bytes 4 at a time, so that one 64-byte load
+// puts four bytes of each row in its 32-bit lane (load m, lane i: row i's qs[4m..4m+3]). The AVX-512
+// kernel multiplies such a load with four activation bytes broadcast to every lane: one
+// instruction, 16 output features, and no per-row shuffles. A row is not contiguous: read rows
+// with dequantize_weight_row or q4_0c_block.
+constexpr int kQ4_0CPanelRows = 16;
+struct BlockQ4_0x16 {
+  uint16_t d[kQ4_0CPanelRows];
+  uint8_t qs[4][kQ4_0CPanelRows][4];  // qs[m][i] = row i's qs[4m..4m+3]
+};
+static_assert(sizeof(BlockQ4_0x16) == kQ4_0CPanelRows * sizeof(BlockQ4_0));
+// Converts a Q4_0 matrix of `rows` rows (a multiple of 16) of k values to Q4_0C, in place.
+void repack_q4_0_to_q4_0c(void* matrix, int64_t rows, int64_t k);
+// Block b (of 32 values) of row `row` of a Q4_0C matrix of k columns, as a Q4_0 block.
+BlockQ4_0 q4_0c_block(const void* matrix, int64_t k, int64_t row, int64_t b);
+
+// Row `row` (of `cols` values) of a weight matrix in type t, as floats: dequantize_row on the
+// row's bytes, or for Q4_0C the row gathered from its panel.
+void dequantize_weight_row(QType t, const void* matrix, int64_t row, int64_t cols, float* dst);
+
 constexpr int kQK_K = 256;
 struct BlockQ4_K {
   uint16_t d;       // fp16 super-block scale for the 8 sub-block scales
@@ -102,7 +125,8 @@ struct BlockQ6_K {
 };
 static_assert(sizeof(BlockQ6_K) == 210);
 
-// Reference conversions of one row of n elements (n a multiple of block_elements(t)).
+// Reference conversions of one row of n elements (n a multiple of block_elements(t)); not for
+// Q4_0C, whose rows are not contiguous (a checked error).
 // quantize_row rounds as ggml's reference quantizers do (Q8_0: d = amax / 127, q = round(x / d);
 // Q4_0: d = max / -8 where max is the signed value of largest magnitude).
 void quantize_row(QType t, const float* x, int64_t n, void* dst);

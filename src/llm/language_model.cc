@@ -24,13 +24,21 @@ Result<std::unique_ptr<LanguageModel>> LanguageModel::load_gguf(const std::strin
 
 namespace {
 
-// Q4_0 and Q8_0 matrices whose rows are whole groups of four blocks, regrouped to Q4_0R / Q8_0R
-// in place (a copy when the tensor is shared with the caller).
+// In place (a copy when the tensor is shared with the caller): Q4_0 matrices of whole 16-row
+// panels to Q4_0C; other Q4_0 and Q8_0 matrices whose rows are whole groups of four blocks to
+// Q4_0R / Q8_0R.
 void regroup_for_avx512(WeightMap& weights) {
   for (auto& [name, w] : weights) {
     const bool q4 = w.type == quant::QType::kQ4_0;
-    if ((!q4 && w.type != quant::QType::kQ8_0) || w.dims.size() != 2 || w.dims[0] % 128 != 0) continue;
+    if ((!q4 && w.type != quant::QType::kQ8_0) || w.dims.size() != 2) continue;
+    const bool panels = q4 && w.dims[1] % quant::kQ4_0CPanelRows == 0;
+    if (!panels && w.dims[0] % 128 != 0) continue;
     if (w.data.storage().use_count() > 1) w.data = w.data.clone();
+    if (panels) {
+      quant::repack_q4_0_to_q4_0c(w.data.raw_data(), w.dims[1], w.dims[0]);
+      w.type = quant::QType::kQ4_0C;
+      continue;
+    }
     auto* bytes = static_cast<uint8_t*>(w.data.raw_data());
     const int64_t row_bytes = quant::row_bytes(w.type, w.dims[0]);
     for (int64_t r = 0; r < w.dims[1]; ++r) {
@@ -55,11 +63,12 @@ Result<std::unique_ptr<LanguageModel>> LanguageModel::create(const ModelConfig& 
   std::unique_ptr<LanguageModel> m(new LanguageModel());
   m->config_ = config;
   m->weights_ = std::move(weights);
+  // Joined first: Q4_0C matrices cannot be joined by rows (their panels interleave them).
+  if (opts.fuse_projections) fuse_projections(m->weights_, config);  // (a GGUF load has joined them already)
   if (opts.regroup_quantized && opts.backend == "native" &&
       std::string(native::quant_matmul_path(quant::QType::kQ4_0)) == "avx512-vnni") {
     regroup_for_avx512(m->weights_);
   }
-  if (opts.fuse_projections) fuse_projections(m->weights_, config);  // (a GGUF load has joined them already)
   for (const auto& [name, w] : m->weights_) m->weight_bytes_ += static_cast<int64_t>(w.data.nbytes());
   if (vocab) {
     TESSERA_ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::create(*vocab));

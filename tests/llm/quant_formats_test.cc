@@ -339,6 +339,45 @@ TEST(QuantFormatsRegrouped, Q4_0RHoldsTheSameValuesAsQ4_0) {
   }
 }
 
+// q4_0c: 16-row panels in the same bytes as the Q4_0 rows; every row reads back (block by block and
+// dequantized) as it was, and the bytes sit where the kernel loads them (load m, lane i = row i's
+// quant bytes 4m..4m+3).
+TEST(QuantFormatsRegrouped, Q4_0CPanelsHoldTheSameRowsAsQ4_0) {
+  EXPECT_EQ(row_bytes(QType::kQ4_0C, 256), row_bytes(QType::kQ4_0, 256));
+  EXPECT_EQ(std::string(qtype_name(QType::kQ4_0C)), "q4_0c");
+  EXPECT_FALSE(qtype_from_ggml(static_cast<uint32_t>(QType::kQ4_0C)).has_value());
+  for (auto [rows, k] : {std::pair<int64_t, int64_t>{16, 32}, {48, 96}, {32, 2048}}) {
+    const int64_t rb = row_bytes(QType::kQ4_0, k), blocks = k / 32;
+    std::vector<float> x(k), want(rows * k), got(k);
+    std::vector<uint8_t> q4(rows * rb);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < k; ++i) x[i] = std::sin(0.37f * static_cast<float>(i + 11 * r)) * (1.0f + static_cast<float>((i + r) % 7));
+      quantize_row(QType::kQ4_0, x.data(), k, q4.data() + r * rb);
+      dequantize_row(QType::kQ4_0, q4.data() + r * rb, k, want.data() + r * k);
+    }
+    std::vector<uint8_t> c = q4;
+    repack_q4_0_to_q4_0c(c.data(), rows, k);
+    EXPECT_NE(c, q4);  // really repacked
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t b = 0; b < blocks; ++b) {
+        const BlockQ4_0 back = q4_0c_block(c.data(), k, r, b);
+        ASSERT_EQ(0, std::memcmp(&back, q4.data() + r * rb + b * 18, sizeof(back))) << r << "," << b;
+      }
+      dequantize_weight_row(QType::kQ4_0C, c.data(), r, k, got.data());
+      EXPECT_EQ(std::vector<float>(want.begin() + r * k, want.begin() + (r + 1) * k), got) << r;
+      // Row-contiguous types read through the same call.
+      dequantize_weight_row(QType::kQ4_0, q4.data(), r, k, got.data());
+      EXPECT_EQ(std::vector<float>(want.begin() + r * k, want.begin() + (r + 1) * k), got) << r;
+    }
+    // Panel 1 (when there is one), block 1, load 2, lane 5: row 21's quant bytes 8..11.
+    if (rows >= 32 && blocks >= 2) {
+      const auto* panel = reinterpret_cast<const BlockQ4_0x16*>(c.data()) + 1 * blocks;
+      EXPECT_EQ(0, std::memcmp(panel[1].qs[2][5], q4.data() + 21 * rb + 1 * 18 + 2 + 8, 4));
+      EXPECT_EQ(0, std::memcmp(&panel[1].d[5], q4.data() + 21 * rb + 1 * 18, 2));
+    }
+  }
+}
+
 // q8_0r: the same values as Q8_0, bytes for bytes, in place or not; quants stored as q + 128, the
 // first halves of the four blocks before the second halves.
 TEST(QuantFormatsRegrouped, Q8_0RHoldsTheSameValuesAsQ8_0) {

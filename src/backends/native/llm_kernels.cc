@@ -71,17 +71,14 @@ class EmbeddingKernel final : public LlmKernel {
     const Tensor& table = in(inputs, 1);
     const quant::QType qt = qtype_of(node_);
     const int64_t dim = node_.attr_int("dim", 0), rows = ids.numel();
-    const int64_t row_bytes = quant::row_bytes(qt, dim);
     for (int64_t t = 0; t < rows; ++t) {
       const int32_t id = ids.data<int32_t>()[t];
       if (id < 0 || id >= table.dim(0)) return error("token id " + std::to_string(id) + " is outside the vocabulary");
     }
     outputs[0] = ctx.alloc.allocate_uninitialized(DType::kFloat32, {rows, dim});
     float* y = outputs[0].data<float>();
-    const auto* base = static_cast<const uint8_t*>(table.raw_data());
     for_rows(ctx.pool, rows, 8, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t)
-        quant::dequantize_row(qt, base + ids.data<int32_t>()[t] * row_bytes, dim, y + t * dim);
+      for (int64_t t = t0; t < t1; ++t) quant::dequantize_weight_row(qt, table.raw_data(), ids.data<int32_t>()[t], dim, y + t * dim);
     });
     return Status();
   }

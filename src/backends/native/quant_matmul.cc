@@ -92,11 +92,19 @@ double quant_dot(QType type, const uint8_t* w, const int8_t* xq, const float* xd
 void scalar_block(const Problem& p, int64_t j0, int64_t j1) {
   thread_local std::vector<float> wrow;
   const bool quantized = qmm::uses_quantized_activations(p.type);
+  thread_local std::vector<quant::BlockQ4_0> gathered;  // a Q4_0C row, as Q4_0 blocks
   for (int64_t j = j0; j < j1; ++j) {
     const uint8_t* w = p.w + j * p.w_row_bytes;
+    QType type = p.type;
+    if (type == QType::kQ4_0C) {
+      gathered.resize(p.k / quant::kQK4_0);
+      for (int64_t b = 0; b < p.k / quant::kQK4_0; ++b) gathered[b] = quant::q4_0c_block(p.w, p.k, j, b);
+      w = reinterpret_cast<const uint8_t*>(gathered.data());
+      type = QType::kQ4_0;
+    }
     if (quantized) {
       for (int64_t t = 0; t < p.rows; ++t) {
-        store(p, t, j, quant_dot(p.type, w, p.xq + t * p.ldxq, p.xd + t * p.ldxd, p.k));
+        store(p, t, j, quant_dot(type, w, p.xq + t * p.ldxq, p.xd + t * p.ldxd, p.k));
       }
       continue;
     }
@@ -120,7 +128,8 @@ const qmm::Kernels kScalar = {scalar_quantize_rows, scalar_block, nullptr, nullp
 bool type_supported(QType t) {
   switch (t) {
     case QType::kF32: case QType::kF16: case QType::kBF16: case QType::kQ8_0: case QType::kQ4_0:
-    case QType::kQ4_K: case QType::kQ6_K: case QType::kQ4_0R: case QType::kQ8_0R: return true;
+    case QType::kQ4_K: case QType::kQ6_K: case QType::kQ4_0R: case QType::kQ8_0R: case QType::kQ4_0C:
+      return true;
   }
   return false;
 }
@@ -159,9 +168,10 @@ int64_t unpack_rows_to_q8_0(const Problem& p, int64_t j0, int64_t j1, uint8_t* d
     }
     for (int64_t b = 0; b < blocks; ++b) {
       const auto* g = reinterpret_cast<const quant::BlockQ4_0x4*>(row) + b / 4;
-      const auto* q4 = reinterpret_cast<const quant::BlockQ4_0*>(row) + b;
-      out[b].d = regrouped ? g->d[b % 4] : q4->d;
-      const uint8_t* qs = regrouped ? g->qs[b % 4] : q4->qs;
+      quant::BlockQ4_0 q4 = reinterpret_cast<const quant::BlockQ4_0*>(row)[b];
+      if (p.type == QType::kQ4_0C) q4 = quant::q4_0c_block(p.w, p.k, j, b);
+      out[b].d = regrouped ? g->d[b % 4] : q4.d;
+      const uint8_t* qs = regrouped ? g->qs[b % 4] : q4.qs;
       for (int i = 0; i < quant::kQK4_0 / 2; ++i) {
         out[b].qs[i] = static_cast<int8_t>((qs[i] & 15) - 8);
         out[b].qs[i + quant::kQK4_0 / 2] = static_cast<int8_t>((qs[i] >> 4) - 8);
@@ -202,6 +212,7 @@ void quant_matmul_for_isa(Isa isa, const QuantWeight& w, const float* x, int64_t
   // Callers check types and shapes (the QMatMul schema): a mismatch here is a bug.
   TESSERA_CHECK(type_supported(w.type), "quant_matmul: unsupported weight type");
   TESSERA_CHECK(w.k % quant::block_elements(w.type) == 0, "quant_matmul: k is not a multiple of the block size");
+  TESSERA_CHECK(w.type != QType::kQ4_0C || w.n % quant::kQ4_0CPanelRows == 0, "quant_matmul: q4_0c needs whole panels");
   if (rows <= 0 || w.n <= 0) return;
   const qmm::Kernels& kern = kernels_for(isa);
   Problem p{};
@@ -260,9 +271,9 @@ void quant_matmul_for_isa(Isa isa, const QuantWeight& w, const float* x, int64_t
     }
   }
 
-  // Output features in units of 4 (every ISA's tile width divides into them); a chunk gets at
-  // least ~256k multiply-adds so that waking the pool pays.
-  constexpr int64_t kUnit = 4;
+  // Output features in units of 4 (every ISA's tile width divides into them; Q4_0C: two panels),
+  // a chunk gets at least ~256k multiply-adds so that waking the pool pays.
+  const int64_t kUnit = w.type == QType::kQ4_0C ? 2 * quant::kQ4_0CPanelRows : 4;
   const int64_t units = (w.n + kUnit - 1) / kUnit;
   auto run = [&](int64_t u0, int64_t u1) {
     kern.block(p, u0 * kUnit, std::min(w.n, u1 * kUnit));

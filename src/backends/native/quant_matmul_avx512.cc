@@ -340,6 +340,129 @@ void grouped_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
   }
 }
 
+// --- Q4_0C weights: 16-row column panels (quant::BlockQ4_0x16) ---
+// One 64-byte load holds four quant bytes of each of 16 weight rows, one row per 32-bit lane;
+// vpdpbusd multiplies it with four activation bytes broadcast to every lane. A 32-block of P
+// panels and one activation row costs 8 vpdpbusd per panel and then one convert, multiply and FMA
+// for all 16 rows (the Q4_0R tiles spend those three per row and four blocks, which is what bound
+// them with several activation rows). Per activation row and block, the regrouped activations hold
+// the int32 -8 x (sum of the block's quants): the start value that makes the nibbles q - 8.
+constexpr int64_t kPanelBlockBytes = sizeof(quant::BlockQ4_0x16);
+
+void column_starts(const Problem& p, int64_t r0, int64_t r1, uint8_t* xr, int64_t ldxr) {
+  const int64_t blocks = p.k / quant::kQK4_0;
+  const __m512i minus8 = _mm512_set1_epi16(-8);
+  for (int64_t r = r0; r < r1; ++r) {
+    auto* starts = reinterpret_cast<int32_t*>(xr + r * ldxr);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.xq + r * p.ldxq + b * quant::kQK4_0));
+      starts[b] = _mm512_reduce_add_epi32(_mm512_madd_epi16(_mm512_cvtepi8_epi16(q), minus8));
+    }
+  }
+}
+
+// Activation rows [t0, t0 + R) x output features [j0, j0 + 16 P); w0 is the panel of feature j0.
+template <int R, int P>
+void column_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
+  const int64_t blocks = p.k / quant::kQK4_0;
+  const int64_t panel_bytes = blocks * kPanelBlockBytes;
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  __m512 acc[R][P];
+  QMM_UNROLL for (int r = 0; r < R; ++r) {
+    QMM_UNROLL for (int q = 0; q < P; ++q) acc[r][q] = _mm512_setzero_ps();
+  }
+  const int8_t* xq[R];
+  const float* xd[R];
+  const int32_t* starts[R];
+  QMM_UNROLL for (int r = 0; r < R; ++r) {
+    xq[r] = p.xq + (t0 + r) * p.ldxq;
+    xd[r] = p.xd + (t0 + r) * p.ldxd;
+    starts[r] = reinterpret_cast<const int32_t*>(p.xr + (t0 + r) * p.ldxr);
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* blk[P];
+    QMM_UNROLL for (int q = 0; q < P; ++q) blk[q] = w0 + q * panel_bytes + b * kPanelBlockBytes;
+    if (p.rows == 1) {
+      // Decode walks the panels in order: one stream per thread, fetched a fixed distance ahead.
+      QMM_UNROLL for (int line = 0; line < 5; ++line) {
+        _mm_prefetch(reinterpret_cast<const char*>(blk[0] + kSequentialAhead + 64 * line), _MM_HINT_T0);
+      }
+    } else if (t0 == 0) {
+      // The first row tile brings the panels in from memory, later ones find them in L2: it also
+      // fetches the same block of the next tile's panels (they follow these in memory).
+      QMM_UNROLL for (int q = 0; q < P; ++q) {
+        QMM_UNROLL for (int line = 0; line < 5; ++line) {
+          _mm_prefetch(reinterpret_cast<const char*>(blk[q] + P * panel_bytes + 64 * line), _MM_HINT_T0);
+        }
+      }
+    }
+    __m512i dot[R][P];
+    QMM_UNROLL for (int r = 0; r < R; ++r) {
+      const __m512i start = _mm512_set1_epi32(starts[r][b]);
+      QMM_UNROLL for (int q = 0; q < P; ++q) dot[r][q] = start;
+    }
+    QMM_UNROLL for (int m = 0; m < 4; ++m) {
+      __m512i lo[P], hi[P];
+      QMM_UNROLL for (int q = 0; q < P; ++q) {
+        const __m512i w = _mm512_loadu_si512(blk[q] + 32 + 64 * m);
+        lo[q] = _mm512_and_si512(w, nibble);
+        hi[q] = _mm512_and_si512(_mm512_srli_epi16(w, 4), nibble);
+      }
+      QMM_UNROLL for (int r = 0; r < R; ++r) {
+        int32_t a_lo, a_hi;  // activations 4m..4m+3 (the low nibbles' values) and 16 + 4m.. (high)
+        std::memcpy(&a_lo, xq[r] + b * quant::kQK4_0 + 4 * m, 4);
+        std::memcpy(&a_hi, xq[r] + b * quant::kQK4_0 + 16 + 4 * m, 4);
+        const __m512i bl = _mm512_set1_epi32(a_lo), bh = _mm512_set1_epi32(a_hi);
+        QMM_UNROLL for (int q = 0; q < P; ++q) {
+          dot[r][q] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(dot[r][q], lo[q], bl), hi[q], bh);
+        }
+      }
+    }
+    QMM_UNROLL for (int q = 0; q < P; ++q) {
+      const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[q])));
+      QMM_UNROLL for (int r = 0; r < R; ++r) {
+        acc[r][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r][q]), _mm512_mul_ps(_mm512_set1_ps(xd[r][b]), ws), acc[r][q]);
+      }
+    }
+  }
+  QMM_UNROLL for (int r = 0; r < R; ++r) {
+    QMM_UNROLL for (int q = 0; q < P; ++q) {
+      const int64_t j = j0 + 16 * q;
+      __m512 s = acc[r][q];
+      if (p.bias) s = _mm512_add_ps(s, _mm512_loadu_ps(p.bias + j));
+      if (p.residual) s = _mm512_add_ps(s, _mm512_loadu_ps(p.residual + (t0 + r) * p.ld_residual + j));
+      _mm512_storeu_ps(p.y + (t0 + r) * p.ldy + j, s);
+    }
+  }
+}
+
+using ColumnTileFn = void (*)(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0);
+constexpr ColumnTileFn kColumnTiles[kR][2] = {{&column_tile<1, 1>, &column_tile<1, 2>},
+                                              {&column_tile<2, 1>, &column_tile<2, 2>},
+                                              {&column_tile<3, 1>, &column_tile<3, 2>},
+                                              {&column_tile<4, 1>, &column_tile<4, 2>}};
+
+// Output features [j0, j1) (whole panels): decode (one row) walks single panels in order, several
+// rows run tiles of two panels (32 features) x 4 rows, all rows against one pair of panels before
+// the next, so the pair (16 x 18 bytes per 32 values, each) stays in L2.
+void run_column_tiles(const Problem& p, int64_t j0, int64_t j1) {
+  constexpr int64_t kRows = quant::kQ4_0CPanelRows;
+  const int64_t panel_bytes = p.k / quant::kQK4_0 * kPanelBlockBytes;
+  auto panel = [&](int64_t j) { return p.w + j / kRows * panel_bytes; };
+  if (p.rows == 1) {
+    for (int64_t j = j0; j < j1; j += kRows) column_tile<1, 1>(p, panel(j), 0, j);
+    return;
+  }
+  for (int64_t j = j0; j < j1;) {
+    const int64_t panels = std::min<int64_t>(2, (j1 - j) / kRows);
+    for (int64_t t = 0; t < p.rows; t += kR) {
+      const int64_t rn = std::min<int64_t>(kR, p.rows - t);
+      kColumnTiles[rn - 1][panels - 1](p, panel(j), t, j);
+    }
+    j += panels * kRows;
+  }
+}
+
 #define QMM_ROW(F, T, R) {&F<T, R, 1>, &F<T, R, 2>, &F<T, R, 3>, &F<T, R, 4>}
 #define QMM_TABLE(F, T) {QMM_ROW(F, T, 1), QMM_ROW(F, T, 2), QMM_ROW(F, T, 3), QMM_ROW(F, T, 4)}
 constexpr TileFn kF32Tiles[kR][kJ] = QMM_TABLE(ftile, QType::kF32);
@@ -360,8 +483,14 @@ constexpr TileFn kQ8RTiles[kR][kJ] = QMM_TABLE(grouped_tile, QType::kQ8_0R);
 constexpr int64_t kQ4AsQ8MinRows = 16;
 
 int64_t regrouped_row_bytes(const Problem& p) {
+  if (p.type == QType::kQ4_0C) return (p.k / quant::kQK4_0 * int64_t{sizeof(int32_t)} + 63) / 64 * 64;
   const bool grouped = p.type == QType::kQ4_0R || p.type == QType::kQ8_0R;
   return grouped ? p.k / (4 * quant::kQK4_0) * kRegroupedGroupBytes : 0;
+}
+
+void regroup_rows(const Problem& p, int64_t r0, int64_t r1, uint8_t* xr, int64_t ldxr) {
+  if (p.type == QType::kQ4_0C) return column_starts(p, r0, r1, xr, ldxr);
+  regroup_activation_rows(p, r0, r1, xr, ldxr);
 }
 
 // With several activation rows and a long k, a tile's regrouped activations (256 bytes per row and
@@ -396,6 +525,7 @@ void block(const Problem& p, int64_t j0, int64_t j1) {
     case QType::kQ4_0: run_tiles<Isa::kAvx512>(p, kQ4Tiles, j0, j1); return;
     case QType::kQ4_0R: run_grouped_tiles(p, kQ4RTiles, j0, j1); return;
     case QType::kQ8_0R: run_grouped_tiles(p, kQ8RTiles, j0, j1); return;
+    case QType::kQ4_0C: run_column_tiles(p, j0, j1); return;
     case QType::kQ4_K: case QType::kQ6_K: run_dequantized<Isa::kAvx512>(p, kF32Tiles, j0, j1); return;
   }
 }
@@ -420,7 +550,7 @@ void quantize_rows(const float* x, int64_t ldx, int64_t r0, int64_t r1, int64_t 
   }
 }
 
-const Kernels kAvx512 = {quantize_rows, block, regrouped_row_bytes, regroup_activation_rows};
+const Kernels kAvx512 = {quantize_rows, block, regrouped_row_bytes, regroup_rows};
 
 #undef QMM_UNROLL
 

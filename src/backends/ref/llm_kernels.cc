@@ -18,8 +18,7 @@ quant::QType qtype_of(const Node& n) {
 
 // Row r of a weight (float[rows, cols] or uint8[rows, row bytes]) as floats.
 void weight_row(const Tensor& w, quant::QType qt, int64_t r, int64_t cols, float* dst) {
-  const auto* base = static_cast<const uint8_t*>(w.raw_data());
-  quant::dequantize_row(qt, base + r * quant::row_bytes(qt, cols), cols, dst);
+  quant::dequantize_weight_row(qt, w.raw_data(), r, cols, dst);
 }
 
 Status embedding(RefKernelContext& ctx) {
