@@ -4,9 +4,9 @@
 // > 256 MiB so that the caches do not help; batched decode (8 rows by default, a server's decode step) in
 // microseconds and as a multiple of 1 row's time; prefill (512 rows) in GFLOP/s. Median of repeats.
 //
-//   quant_matmul_bench [--threads N] [--json FILE] [--types f16,q8_0,q4_0,q8_0r,q4_0r,q4_0c] [--batch-rows N] [--quick]
-// q8_0r / q4_0r / q4_0c are the regrouped layouts models run on AVX-512 (ModelOptions::regroup_quantized;
-// q4_0c where a matrix has whole 16-row panels, as all of TinyLlama's have).
+//   quant_matmul_bench [--threads N] [--json FILE] [--types f16,q8_0,q4_0,q8_0r,q4_0r,q4_0c,q8_0c] [--batch-rows N] [--quick]
+// q4_0c / q8_0c (matrices of whole 16-row panels, as all of TinyLlama's) and q4_0r / q8_0r (others)
+// are the regrouped layouts models run on AVX-512 (ModelOptions::regroup_quantized).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -88,7 +88,7 @@ struct Result {
 
 int main(int argc, char** argv) {
   int threads = 2;
-  std::string json_path, types_arg = "f16,q8_0,q4_0,q8_0r,q4_0r,q4_0c";
+  std::string json_path, types_arg = "f16,q8_0,q4_0,q8_0r,q4_0r,q4_0c,q8_0c";
   bool quick = false;
   int64_t batch_rows = 8;
   for (int i = 1; i < argc; ++i) {
@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
     else if (a == "--quick") quick = true;
     else if (a == "--batch-rows" && i + 1 < argc) batch_rows = std::max(1, std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--json FILE] [--types f16,q8_0,q4_0,q8_0r,q4_0r,q4_0c] [--batch-rows N] [--quick]\n",
+      std::fprintf(stderr, "usage: %s [--threads N] [--json FILE] [--types f16,q8_0,q4_0,q8_0r,q4_0r,q4_0c,q8_0c] [--batch-rows N] [--quick]\n",
                    argv[0]);
       return 2;
     }
@@ -146,14 +146,15 @@ int main(int argc, char** argv) {
       // One quantized copy, replicated to > 256 MiB in all (at least 2 copies).
       std::vector<uint8_t> one(bytes);
       {
-        // Q4_0C: Q4_0 rows repacked into 16-row panels.
-        const QType row_type = type == QType::kQ4_0C ? QType::kQ4_0 : type;
+        // Q4_0C / Q8_0C: Q4_0 / Q8_0 rows repacked into 16-row panels.
+        const QType row_type = type == QType::kQ4_0C ? QType::kQ4_0 : type == QType::kQ8_0C ? QType::kQ8_0 : type;
         std::vector<float> row(k);
         for (int64_t j = 0; j < n; ++j) {
           for (float& v : row) v = normal(g) * 0.02f;
           tessera::quant::quantize_row(row_type, row.data(), k, one.data() + j * rb);
         }
         if (type == QType::kQ4_0C) tessera::quant::repack_q4_0_to_q4_0c(one.data(), n, k);
+        if (type == QType::kQ8_0C) tessera::quant::repack_q8_0_to_q8_0c(one.data(), n, k);
       }
       const int64_t copies = std::max<int64_t>(2, ((int64_t{256} << 20) + bytes - 1) / bytes + 1);
       std::vector<std::vector<uint8_t>> w(copies, one);

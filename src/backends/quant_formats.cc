@@ -30,6 +30,7 @@ constexpr TypeInfo kTypes[] = {
     {QType::kQ4_0R, "q4_0r", 4 * kQK4_0, sizeof(BlockQ4_0x4)},
     {QType::kQ8_0R, "q8_0r", 4 * kQK8_0, sizeof(BlockQ8_0x4)},
     {QType::kQ4_0C, "q4_0c", kQK4_0, sizeof(BlockQ4_0)},
+    {QType::kQ8_0C, "q8_0c", kQK8_0, sizeof(BlockQ8_0)},
 };
 
 const TypeInfo& info(QType t) {
@@ -136,15 +137,15 @@ BlockQ8_0 q8_0r_block(const void* row, int64_t b) {
 }
 
 void repack_q4_0_to_q4_0c(void* matrix, int64_t rows, int64_t k) {
-  TESSERA_CHECK(rows % kQ4_0CPanelRows == 0 && k % kQK4_0 == 0, "q4_0c panels hold 16 whole rows");
+  TESSERA_CHECK(rows % kPanelRows == 0 && k % kQK4_0 == 0, "q4_0c panels hold 16 whole rows");
   const int64_t blocks = k / kQK4_0;
-  std::vector<BlockQ4_0> rows_aside(static_cast<size_t>(kQ4_0CPanelRows * blocks));
-  for (int64_t p = 0; p < rows / kQ4_0CPanelRows; ++p) {
+  std::vector<BlockQ4_0> rows_aside(static_cast<size_t>(kPanelRows * blocks));
+  for (int64_t p = 0; p < rows / kPanelRows; ++p) {
     auto* panel = static_cast<BlockQ4_0x16*>(matrix) + p * blocks;
     std::memcpy(rows_aside.data(), panel, rows_aside.size() * sizeof(BlockQ4_0));  // the same bytes
     for (int64_t b = 0; b < blocks; ++b) {
       BlockQ4_0x16& out = panel[b];
-      for (int i = 0; i < kQ4_0CPanelRows; ++i) {
+      for (int i = 0; i < kPanelRows; ++i) {
         const BlockQ4_0& in = rows_aside[i * blocks + b];
         out.d[i] = in.d;
         for (int m = 0; m < 4; ++m) std::memcpy(out.qs[m][i], in.qs + 4 * m, 4);
@@ -153,10 +154,38 @@ void repack_q4_0_to_q4_0c(void* matrix, int64_t rows, int64_t k) {
   }
 }
 
+void repack_q8_0_to_q8_0c(void* matrix, int64_t rows, int64_t k) {
+  TESSERA_CHECK(rows % kPanelRows == 0 && k % kQK8_0 == 0, "q8_0c panels hold 16 whole rows");
+  const int64_t blocks = k / kQK8_0;
+  std::vector<BlockQ8_0> rows_aside(static_cast<size_t>(kPanelRows * blocks));
+  for (int64_t p = 0; p < rows / kPanelRows; ++p) {
+    auto* panel = static_cast<BlockQ8_0x16*>(matrix) + p * blocks;
+    std::memcpy(rows_aside.data(), panel, rows_aside.size() * sizeof(BlockQ8_0));  // the same bytes
+    for (int64_t b = 0; b < blocks; ++b) {
+      BlockQ8_0x16& out = panel[b];
+      for (int i = 0; i < kPanelRows; ++i) {
+        const BlockQ8_0& in = rows_aside[i * blocks + b];
+        out.d[i] = in.d;
+        for (int e = 0; e < kQK8_0; ++e) out.qs[e / 4][i][e % 4] = static_cast<uint8_t>(in.qs[e] + 128);
+      }
+    }
+  }
+}
+
+BlockQ8_0 q8_0c_block(const void* matrix, int64_t k, int64_t row, int64_t b) {
+  const int64_t blocks = k / kQK8_0;
+  const BlockQ8_0x16& g = static_cast<const BlockQ8_0x16*>(matrix)[row / kPanelRows * blocks + b];
+  const int64_t i = row % kPanelRows;
+  BlockQ8_0 block;
+  block.d = g.d[i];
+  for (int e = 0; e < kQK8_0; ++e) block.qs[e] = static_cast<int8_t>(g.qs[e / 4][i][e % 4] - 128);
+  return block;
+}
+
 BlockQ4_0 q4_0c_block(const void* matrix, int64_t k, int64_t row, int64_t b) {
   const int64_t blocks = k / kQK4_0;
-  const BlockQ4_0x16& g = static_cast<const BlockQ4_0x16*>(matrix)[row / kQ4_0CPanelRows * blocks + b];
-  const int64_t i = row % kQ4_0CPanelRows;
+  const BlockQ4_0x16& g = static_cast<const BlockQ4_0x16*>(matrix)[row / kPanelRows * blocks + b];
+  const int64_t i = row % kPanelRows;
   BlockQ4_0 block;
   block.d = g.d[i];
   for (int m = 0; m < 4; ++m) std::memcpy(block.qs + 4 * m, g.qs[m][i], 4);
@@ -164,13 +193,18 @@ BlockQ4_0 q4_0c_block(const void* matrix, int64_t k, int64_t row, int64_t b) {
 }
 
 void dequantize_weight_row(QType t, const void* matrix, int64_t row, int64_t cols, float* dst) {
-  if (t != QType::kQ4_0C) {
+  if (t == QType::kQ4_0C) {
+    for (int64_t b = 0; b < cols / kQK4_0; ++b) {
+      const BlockQ4_0 block = q4_0c_block(matrix, cols, row, b);
+      dequantize_q4_0(&block, kQK4_0, dst + b * kQK4_0);
+    }
+  } else if (t == QType::kQ8_0C) {
+    for (int64_t b = 0; b < cols / kQK8_0; ++b) {
+      const BlockQ8_0 block = q8_0c_block(matrix, cols, row, b);
+      dequantize_q8_0(&block, kQK8_0, dst + b * kQK8_0);
+    }
+  } else {
     dequantize_row(t, static_cast<const uint8_t*>(matrix) + row * row_bytes(t, cols), cols, dst);
-    return;
-  }
-  for (int64_t b = 0; b < cols / kQK4_0; ++b) {
-    const BlockQ4_0 block = q4_0c_block(matrix, cols, row, b);
-    dequantize_q4_0(&block, kQK4_0, dst + b * kQK4_0);
   }
 }
 
@@ -221,9 +255,9 @@ void quantize_row(QType t, const float* x, int64_t n, void* dst) {
       quantize_q8_0(x, n, static_cast<BlockQ8_0*>(dst));
       repack_q8_0_to_q8_0r(dst, n, dst);
       return;
-    case QType::kQ4_0C: break;
+    case QType::kQ4_0C: case QType::kQ8_0C: break;
   }
-  TESSERA_CHECK(false, "q4_0c rows are not contiguous: quantize to q4_0, then repack_q4_0_to_q4_0c");
+  TESSERA_CHECK(false, "q4_0c / q8_0c rows are not contiguous: quantize to q4_0 / q8_0, then repack");
 }
 
 void dequantize_row(QType t, const void* src, int64_t n, float* dst) {
@@ -260,9 +294,9 @@ void dequantize_row(QType t, const void* src, int64_t n, float* dst) {
         dequantize_q8_0(&block, kQK8_0, dst + b * kQK8_0);
       }
       return;
-    case QType::kQ4_0C: break;
+    case QType::kQ4_0C: case QType::kQ8_0C: break;
   }
-  TESSERA_CHECK(false, "q4_0c rows are not contiguous: use dequantize_weight_row");
+  TESSERA_CHECK(false, "q4_0c / q8_0c rows are not contiguous: use dequantize_weight_row");
 }
 
 }  // namespace tessera::quant

@@ -24,13 +24,15 @@ enum class QType : uint32_t {
   kQ6_K = 14,
   kBF16 = 30,
   // tessera's own layouts (numbers from 1000), never in files: Q4_0 and Q8_0 regrouped for
-  // AVX-512 (see BlockQ4_0x4, BlockQ8_0x4), Q4_0 in column panels (see BlockQ4_0x16).
+  // AVX-512 (see BlockQ4_0x4, BlockQ8_0x4), Q4_0 and Q8_0 in column panels (BlockQ4_0x16,
+  // BlockQ8_0x16).
   kQ4_0R = 1000,
   kQ8_0R = 1001,
   kQ4_0C = 1002,
+  kQ8_0C = 1003,
 };
 
-// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_0r", "q8_0r", "q4_0c".
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_0r", "q8_0r", "q4_0c", "q8_0c".
 const char* qtype_name(QType t);
 // By name (as above, case-insensitive), or nullopt.
 std::optional<QType> qtype_from_name(const std::string& name);
@@ -93,19 +95,31 @@ BlockQ8_0 q8_0r_block(const void* row, int64_t b);
 // kernel multiplies such a load with four activation bytes broadcast to every lane: one
 // instruction, 16 output features, and no per-row shuffles. A row is not contiguous: read rows
 // with dequantize_weight_row or q4_0c_block.
-constexpr int kQ4_0CPanelRows = 16;
+constexpr int kPanelRows = 16;
 struct BlockQ4_0x16 {
-  uint16_t d[kQ4_0CPanelRows];
-  uint8_t qs[4][kQ4_0CPanelRows][4];  // qs[m][i] = row i's qs[4m..4m+3]
+  uint16_t d[kPanelRows];
+  uint8_t qs[4][kPanelRows][4];  // qs[m][i] = row i's qs[4m..4m+3]
 };
-static_assert(sizeof(BlockQ4_0x16) == kQ4_0CPanelRows * sizeof(BlockQ4_0));
-// Converts a Q4_0 matrix of `rows` rows (a multiple of 16) of k values to Q4_0C, in place.
+static_assert(sizeof(BlockQ4_0x16) == kPanelRows * sizeof(BlockQ4_0));
+// Q8_0C: Q8_0 rows in panels of 16 the same way, quants stored as q + 128 (unsigned, as in
+// BlockQ8_0x4): load m, lane i = row i's qs[4m..4m+3] + 128, for m = 0..7.
+struct BlockQ8_0x16 {
+  uint16_t d[kPanelRows];
+  uint8_t qs[8][kPanelRows][4];
+};
+static_assert(sizeof(BlockQ8_0x16) == kPanelRows * sizeof(BlockQ8_0));
+inline bool is_panel_type(QType t) { return t == QType::kQ4_0C || t == QType::kQ8_0C; }
+// Converts a Q4_0 (Q8_0) matrix of `rows` rows (a multiple of 16) of k values to Q4_0C (Q8_0C),
+// in place.
 void repack_q4_0_to_q4_0c(void* matrix, int64_t rows, int64_t k);
-// Block b (of 32 values) of row `row` of a Q4_0C matrix of k columns, as a Q4_0 block.
+void repack_q8_0_to_q8_0c(void* matrix, int64_t rows, int64_t k);
+// Block b (of 32 values) of row `row` of a Q4_0C (Q8_0C) matrix of k columns, as a Q4_0 (Q8_0)
+// block.
 BlockQ4_0 q4_0c_block(const void* matrix, int64_t k, int64_t row, int64_t b);
+BlockQ8_0 q8_0c_block(const void* matrix, int64_t k, int64_t row, int64_t b);
 
 // Row `row` (of `cols` values) of a weight matrix in type t, as floats: dequantize_row on the
-// row's bytes, or for Q4_0C the row gathered from its panel.
+// row's bytes, or for Q4_0C / Q8_0C the row gathered from its panel.
 void dequantize_weight_row(QType t, const void* matrix, int64_t row, int64_t cols, float* dst);
 
 constexpr int kQK_K = 256;
@@ -126,7 +140,7 @@ struct BlockQ6_K {
 static_assert(sizeof(BlockQ6_K) == 210);
 
 // Reference conversions of one row of n elements (n a multiple of block_elements(t)); not for
-// Q4_0C, whose rows are not contiguous (a checked error).
+// the panel types, whose rows are not contiguous (a checked error).
 // quantize_row rounds as ggml's reference quantizers do (Q8_0: d = amax / 127, q = round(x / d);
 // Q4_0: d = max / -8 where max is the signed value of largest magnitude).
 void quantize_row(QType t, const float* x, int64_t n, void* dst);

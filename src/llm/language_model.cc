@@ -24,19 +24,23 @@ Result<std::unique_ptr<LanguageModel>> LanguageModel::load_gguf(const std::strin
 
 namespace {
 
-// In place (a copy when the tensor is shared with the caller): Q4_0 matrices of whole 16-row
-// panels to Q4_0C; other Q4_0 and Q8_0 matrices whose rows are whole groups of four blocks to
-// Q4_0R / Q8_0R.
+// In place (a copy when the tensor is shared with the caller): Q4_0 and Q8_0 matrices of whole
+// 16-row panels to Q4_0C / Q8_0C; others whose rows are whole groups of four blocks to Q4_0R /
+// Q8_0R.
 void regroup_for_avx512(WeightMap& weights) {
   for (auto& [name, w] : weights) {
     const bool q4 = w.type == quant::QType::kQ4_0;
     if ((!q4 && w.type != quant::QType::kQ8_0) || w.dims.size() != 2) continue;
-    const bool panels = q4 && w.dims[1] % quant::kQ4_0CPanelRows == 0;
+    const bool panels = w.dims[1] % quant::kPanelRows == 0;
     if (!panels && w.dims[0] % 128 != 0) continue;
     if (w.data.storage().use_count() > 1) w.data = w.data.clone();
     if (panels) {
-      quant::repack_q4_0_to_q4_0c(w.data.raw_data(), w.dims[1], w.dims[0]);
-      w.type = quant::QType::kQ4_0C;
+      if (q4) {
+        quant::repack_q4_0_to_q4_0c(w.data.raw_data(), w.dims[1], w.dims[0]);
+      } else {
+        quant::repack_q8_0_to_q8_0c(w.data.raw_data(), w.dims[1], w.dims[0]);
+      }
+      w.type = q4 ? quant::QType::kQ4_0C : quant::QType::kQ8_0C;
       continue;
     }
     auto* bytes = static_cast<uint8_t*>(w.data.raw_data());

@@ -58,9 +58,10 @@ Status check_weight(const TensorType& w, quant::QType qt, int64_t rows, int64_t 
     return invalid_argument(std::string(what) + ": " + std::to_string(cols) + " columns are not whole " +
                             quant::qtype_name(qt) + " blocks");
   }
-  if (qt == quant::QType::kQ4_0C && rows % quant::kQ4_0CPanelRows != 0) {
-    return invalid_argument(std::string(what) + ": " + std::to_string(rows) + " rows are not whole q4_0c panels of " +
-                            std::to_string(quant::kQ4_0CPanelRows));
+  if (quant::is_panel_type(qt) && rows % quant::kPanelRows != 0) {
+    return invalid_argument(std::string(what) + ": " + std::to_string(rows) + " rows are not whole " +
+                            quant::qtype_name(qt) + " panels of " +
+                            std::to_string(quant::kPanelRows));
   }
   const bool is_f32 = qt == quant::QType::kF32;
   const DType want = is_f32 ? DType::kFloat32 : DType::kUint8;

@@ -56,20 +56,21 @@ Weights make_weights(QType type, int64_t n, int64_t k, Dist dist, uint32_t seed)
   w.data.resize(n * rb);
   w.deq.resize(n * k);
   std::vector<float> row(k);
-  // Q4_0C: Q4_0 rows, repacked into panels at the end (dequantized from the panels, so a wrong
-  // repack fails against the kernels that read them).
-  const QType row_type = type == QType::kQ4_0C ? QType::kQ4_0 : type;
+  // Q4_0C / Q8_0C: Q4_0 / Q8_0 rows, repacked into panels at the end (dequantized from the
+  // panels, so a wrong repack fails against the kernels that read them).
+  const QType row_type = type == QType::kQ4_0C ? QType::kQ4_0 : type == QType::kQ8_0C ? QType::kQ8_0 : type;
   for (int64_t j = 0; j < n; ++j) {
     fill(g, dist, row.data(), k);
     quant::quantize_row(row_type, row.data(), k, w.data.data() + j * rb);
   }
   if (type == QType::kQ4_0C) quant::repack_q4_0_to_q4_0c(w.data.data(), n, k);
+  if (type == QType::kQ8_0C) quant::repack_q8_0_to_q8_0c(w.data.data(), n, k);
   for (int64_t j = 0; j < n; ++j) quant::dequantize_weight_row(type, w.data.data(), j, k, w.deq.data() + j * k);
   return w;
 }
 
 bool quantizes_activations(QType t) {
-  return t == QType::kQ8_0 || t == QType::kQ4_0 || t == QType::kQ4_0R || t == QType::kQ8_0R || t == QType::kQ4_0C;
+  return t == QType::kQ8_0 || t == QType::kQ4_0 || t == QType::kQ4_0R || t == QType::kQ8_0R || quant::is_panel_type(t);
 }
 
 struct Reference {
@@ -152,8 +153,8 @@ TEST_P(QuantMatmulTest, MatchesReferenceOnEveryIsa) {
   const Dist dists[] = {Dist::kNormal, Dist::kUniform, Dist::kOutliers, Dist::kZeroBlocks};
   int combo = 0;
   for (int64_t k : ks) {
-    // Q4_0C: whole 16-row panels, an odd number of them too (a single-panel tile at the end).
-    const std::vector<int64_t> ns = type == QType::kQ4_0C ? std::vector<int64_t>{16, 48, 64, 272}
+    // Panel types: whole 16-row panels, an odd number of them too (a single-panel tile at the end).
+    const std::vector<int64_t> ns = quant::is_panel_type(type) ? std::vector<int64_t>{16, 48, 64, 272}
                                                            : std::vector<int64_t>{1, 5, 64, 257};
     for (int64_t n : ns) {
       const Dist wdist = dists[(combo + n) % 4];
@@ -207,7 +208,7 @@ TEST_P(QuantMatmulTest, MatchesReferenceOnEveryIsa) {
 INSTANTIATE_TEST_SUITE_P(QuantMatmul, QuantMatmulTest,
                          testing::Values(QType::kF32, QType::kF16, QType::kBF16, QType::kQ8_0,
                                          QType::kQ4_0, QType::kQ4_K, QType::kQ6_K, QType::kQ4_0R,
-                                         QType::kQ8_0R, QType::kQ4_0C),
+                                         QType::kQ8_0R, QType::kQ4_0C, QType::kQ8_0C),
                          [](const testing::TestParamInfo<QType>& info) {
                            return std::string(quant::qtype_name(info.param));
                          });

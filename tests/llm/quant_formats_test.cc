@@ -339,41 +339,62 @@ TEST(QuantFormatsRegrouped, Q4_0RHoldsTheSameValuesAsQ4_0) {
   }
 }
 
-// q4_0c: 16-row panels in the same bytes as the Q4_0 rows; every row reads back (block by block and
-// dequantized) as it was, and the bytes sit where the kernel loads them (load m, lane i = row i's
-// quant bytes 4m..4m+3).
-TEST(QuantFormatsRegrouped, Q4_0CPanelsHoldTheSameRowsAsQ4_0) {
-  EXPECT_EQ(row_bytes(QType::kQ4_0C, 256), row_bytes(QType::kQ4_0, 256));
-  EXPECT_EQ(std::string(qtype_name(QType::kQ4_0C)), "q4_0c");
-  EXPECT_FALSE(qtype_from_ggml(static_cast<uint32_t>(QType::kQ4_0C)).has_value());
-  for (auto [rows, k] : {std::pair<int64_t, int64_t>{16, 32}, {48, 96}, {32, 2048}}) {
-    const int64_t rb = row_bytes(QType::kQ4_0, k), blocks = k / 32;
-    std::vector<float> x(k), want(rows * k), got(k);
-    std::vector<uint8_t> q4(rows * rb);
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t i = 0; i < k; ++i) x[i] = std::sin(0.37f * static_cast<float>(i + 11 * r)) * (1.0f + static_cast<float>((i + r) % 7));
-      quantize_row(QType::kQ4_0, x.data(), k, q4.data() + r * rb);
-      dequantize_row(QType::kQ4_0, q4.data() + r * rb, k, want.data() + r * k);
-    }
-    std::vector<uint8_t> c = q4;
-    repack_q4_0_to_q4_0c(c.data(), rows, k);
-    EXPECT_NE(c, q4);  // really repacked
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t b = 0; b < blocks; ++b) {
-        const BlockQ4_0 back = q4_0c_block(c.data(), k, r, b);
-        ASSERT_EQ(0, std::memcmp(&back, q4.data() + r * rb + b * 18, sizeof(back))) << r << "," << b;
+// q4_0c / q8_0c: 16-row panels in the same bytes as the Q4_0 / Q8_0 rows; every row reads back
+// (block by block and dequantized) as it was, and the bytes sit where the kernel loads them (load
+// m, lane i = row i's quant bytes 4m..4m+3; q8_0c's as q + 128).
+TEST(QuantFormatsRegrouped, PanelTypesHoldTheSameRowsAsTheirRowTypes) {
+  for (QType panel_type : {QType::kQ4_0C, QType::kQ8_0C}) {
+    const bool q4 = panel_type == QType::kQ4_0C;
+    const QType row_type = q4 ? QType::kQ4_0 : QType::kQ8_0;
+    SCOPED_TRACE(qtype_name(panel_type));
+    EXPECT_TRUE(is_panel_type(panel_type));
+    EXPECT_FALSE(is_panel_type(row_type));
+    EXPECT_EQ(row_bytes(panel_type, 256), row_bytes(row_type, 256));
+    EXPECT_EQ(std::string(qtype_name(panel_type)), q4 ? "q4_0c" : "q8_0c");
+    EXPECT_FALSE(qtype_from_ggml(static_cast<uint32_t>(panel_type)).has_value());
+    for (auto [rows, k] : {std::pair<int64_t, int64_t>{16, 32}, {48, 96}, {32, 2048}}) {
+      const int64_t rb = row_bytes(row_type, k), bb = rb / (k / 32), blocks = k / 32;
+      std::vector<float> x(k), want(rows * k), got(k);
+      std::vector<uint8_t> plain(rows * rb);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t i = 0; i < k; ++i) x[i] = std::sin(0.37f * static_cast<float>(i + 11 * r)) * (1.0f + static_cast<float>((i + r) % 7));
+        quantize_row(row_type, x.data(), k, plain.data() + r * rb);
+        dequantize_row(row_type, plain.data() + r * rb, k, want.data() + r * k);
       }
-      dequantize_weight_row(QType::kQ4_0C, c.data(), r, k, got.data());
-      EXPECT_EQ(std::vector<float>(want.begin() + r * k, want.begin() + (r + 1) * k), got) << r;
-      // Row-contiguous types read through the same call.
-      dequantize_weight_row(QType::kQ4_0, q4.data(), r, k, got.data());
-      EXPECT_EQ(std::vector<float>(want.begin() + r * k, want.begin() + (r + 1) * k), got) << r;
-    }
-    // Panel 1 (when there is one), block 1, load 2, lane 5: row 21's quant bytes 8..11.
-    if (rows >= 32 && blocks >= 2) {
-      const auto* panel = reinterpret_cast<const BlockQ4_0x16*>(c.data()) + 1 * blocks;
-      EXPECT_EQ(0, std::memcmp(panel[1].qs[2][5], q4.data() + 21 * rb + 1 * 18 + 2 + 8, 4));
-      EXPECT_EQ(0, std::memcmp(&panel[1].d[5], q4.data() + 21 * rb + 1 * 18, 2));
+      std::vector<uint8_t> c = plain;
+      if (q4) repack_q4_0_to_q4_0c(c.data(), rows, k);
+      if (!q4) repack_q8_0_to_q8_0c(c.data(), rows, k);
+      EXPECT_NE(c, plain);  // really repacked
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t b = 0; b < blocks; ++b) {
+          const uint8_t* orig = plain.data() + r * rb + b * bb;
+          if (q4) {
+            const BlockQ4_0 back = q4_0c_block(c.data(), k, r, b);
+            ASSERT_EQ(0, std::memcmp(&back, orig, sizeof(back))) << r << "," << b;
+          } else {
+            const BlockQ8_0 back = q8_0c_block(c.data(), k, r, b);
+            ASSERT_EQ(0, std::memcmp(&back, orig, sizeof(back))) << r << "," << b;
+          }
+        }
+        dequantize_weight_row(panel_type, c.data(), r, k, got.data());
+        EXPECT_EQ(std::vector<float>(want.begin() + r * k, want.begin() + (r + 1) * k), got) << r;
+        // Row-contiguous types read through the same call.
+        dequantize_weight_row(row_type, plain.data(), r, k, got.data());
+        EXPECT_EQ(std::vector<float>(want.begin() + r * k, want.begin() + (r + 1) * k), got) << r;
+      }
+      // Panel 1 (when there is one), block 1, load 2, lane 5: row 21's quant bytes 8..11.
+      if (rows >= 32 && blocks >= 2) {
+        const uint8_t* row21 = plain.data() + 21 * rb + 1 * bb;
+        if (q4) {
+          const auto* panel = reinterpret_cast<const BlockQ4_0x16*>(c.data()) + 1 * blocks;
+          EXPECT_EQ(0, std::memcmp(panel[1].qs[2][5], row21 + 2 + 8, 4));
+          EXPECT_EQ(0, std::memcmp(&panel[1].d[5], row21, 2));
+        } else {
+          const auto* panel = reinterpret_cast<const BlockQ8_0x16*>(c.data()) + 1 * blocks;
+          for (int e = 0; e < 4; ++e) EXPECT_EQ(panel[1].qs[2][5][e], static_cast<uint8_t>(row21[2 + 8 + e] + 128));
+          EXPECT_EQ(0, std::memcmp(&panel[1].d[5], row21, 2));
+        }
+      }
     }
   }
 }

@@ -92,15 +92,21 @@ double quant_dot(QType type, const uint8_t* w, const int8_t* xq, const float* xd
 void scalar_block(const Problem& p, int64_t j0, int64_t j1) {
   thread_local std::vector<float> wrow;
   const bool quantized = qmm::uses_quantized_activations(p.type);
-  thread_local std::vector<quant::BlockQ4_0> gathered;  // a Q4_0C row, as Q4_0 blocks
+  thread_local std::vector<quant::BlockQ4_0> gathered4;  // a Q4_0C / Q8_0C row, as Q4_0 / Q8_0 blocks
+  thread_local std::vector<quant::BlockQ8_0> gathered8;
   for (int64_t j = j0; j < j1; ++j) {
     const uint8_t* w = p.w + j * p.w_row_bytes;
     QType type = p.type;
     if (type == QType::kQ4_0C) {
-      gathered.resize(p.k / quant::kQK4_0);
-      for (int64_t b = 0; b < p.k / quant::kQK4_0; ++b) gathered[b] = quant::q4_0c_block(p.w, p.k, j, b);
-      w = reinterpret_cast<const uint8_t*>(gathered.data());
+      gathered4.resize(p.k / quant::kQK4_0);
+      for (int64_t b = 0; b < p.k / quant::kQK4_0; ++b) gathered4[b] = quant::q4_0c_block(p.w, p.k, j, b);
+      w = reinterpret_cast<const uint8_t*>(gathered4.data());
       type = QType::kQ4_0;
+    } else if (type == QType::kQ8_0C) {
+      gathered8.resize(p.k / quant::kQK8_0);
+      for (int64_t b = 0; b < p.k / quant::kQK8_0; ++b) gathered8[b] = quant::q8_0c_block(p.w, p.k, j, b);
+      w = reinterpret_cast<const uint8_t*>(gathered8.data());
+      type = QType::kQ8_0;
     }
     if (quantized) {
       for (int64_t t = 0; t < p.rows; ++t) {
@@ -129,6 +135,7 @@ bool type_supported(QType t) {
   switch (t) {
     case QType::kF32: case QType::kF16: case QType::kBF16: case QType::kQ8_0: case QType::kQ4_0:
     case QType::kQ4_K: case QType::kQ6_K: case QType::kQ4_0R: case QType::kQ8_0R: case QType::kQ4_0C:
+    case QType::kQ8_0C:
       return true;
   }
   return false;
@@ -164,6 +171,10 @@ int64_t unpack_rows_to_q8_0(const Problem& p, int64_t j0, int64_t j1, uint8_t* d
     auto* out = reinterpret_cast<quant::BlockQ8_0*>(dst + (j - j0) * out_row);
     if (p.type == QType::kQ8_0R) {
       for (int64_t b = 0; b < blocks; ++b) out[b] = quant::q8_0r_block(row, b);
+      continue;
+    }
+    if (p.type == QType::kQ8_0C) {
+      for (int64_t b = 0; b < blocks; ++b) out[b] = quant::q8_0c_block(p.w, p.k, j, b);
       continue;
     }
     for (int64_t b = 0; b < blocks; ++b) {
@@ -212,7 +223,7 @@ void quant_matmul_for_isa(Isa isa, const QuantWeight& w, const float* x, int64_t
   // Callers check types and shapes (the QMatMul schema): a mismatch here is a bug.
   TESSERA_CHECK(type_supported(w.type), "quant_matmul: unsupported weight type");
   TESSERA_CHECK(w.k % quant::block_elements(w.type) == 0, "quant_matmul: k is not a multiple of the block size");
-  TESSERA_CHECK(w.type != QType::kQ4_0C || w.n % quant::kQ4_0CPanelRows == 0, "quant_matmul: q4_0c needs whole panels");
+  TESSERA_CHECK(!quant::is_panel_type(w.type) || w.n % quant::kPanelRows == 0, "quant_matmul: whole panels only");
   if (rows <= 0 || w.n <= 0) return;
   const qmm::Kernels& kern = kernels_for(isa);
   Problem p{};
@@ -271,9 +282,10 @@ void quant_matmul_for_isa(Isa isa, const QuantWeight& w, const float* x, int64_t
     }
   }
 
-  // Output features in units of 4 (every ISA's tile width divides into them; Q4_0C: two panels),
+  // Output features in units of 4 (every ISA's tile width divides into them; panel types: two
+  // panels),
   // a chunk gets at least ~256k multiply-adds so that waking the pool pays.
-  const int64_t kUnit = w.type == QType::kQ4_0C ? 2 * quant::kQ4_0CPanelRows : 4;
+  const int64_t kUnit = quant::is_panel_type(w.type) ? 2 * quant::kPanelRows : 4;
   const int64_t units = (w.n + kUnit - 1) / kUnit;
   auto run = [&](int64_t u0, int64_t u1) {
     kern.block(p, u0 * kUnit, std::min(w.n, u1 * kUnit));

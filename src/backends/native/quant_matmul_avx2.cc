@@ -175,7 +175,8 @@ void block(const Problem& p, int64_t j0, int64_t j1) {
     case QType::kBF16: run_tiles<Isa::kAvx2>(p, kBF16Tiles, j0, j1); return;
     case QType::kQ8_0: run_tiles<Isa::kAvx2>(p, kQ8Tiles, j0, j1); return;
     case QType::kQ4_0: run_tiles<Isa::kAvx2>(p, kQ4Tiles, j0, j1); return;
-    case QType::kQ4_0R: case QType::kQ8_0R: case QType::kQ4_0C: run_unpacked_to_q8_0<Isa::kAvx2>(p, kQ8Tiles, j0, j1); return;
+    case QType::kQ4_0R: case QType::kQ8_0R: case QType::kQ4_0C: case QType::kQ8_0C:
+      run_unpacked_to_q8_0<Isa::kAvx2>(p, kQ8Tiles, j0, j1); return;
     case QType::kQ4_K: case QType::kQ6_K: run_dequantized<Isa::kAvx2>(p, kF32Tiles, j0, j1); return;
   }
 }

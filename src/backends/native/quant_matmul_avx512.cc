@@ -340,33 +340,38 @@ void grouped_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
   }
 }
 
-// --- Q4_0C weights: 16-row column panels (quant::BlockQ4_0x16) ---
-// One 64-byte load holds four quant bytes of each of 16 weight rows, one row per 32-bit lane;
-// vpdpbusd multiplies it with four activation bytes broadcast to every lane. A 32-block of P
-// panels and one activation row costs 8 vpdpbusd per panel and then one convert, multiply and FMA
-// for all 16 rows (the Q4_0R tiles spend those three per row and four blocks, which is what bound
-// them with several activation rows). Per activation row and block, the regrouped activations hold
-// the int32 -8 x (sum of the block's quants): the start value that makes the nibbles q - 8.
-constexpr int64_t kPanelBlockBytes = sizeof(quant::BlockQ4_0x16);
+// --- Q4_0C / Q8_0C weights: 16-row column panels (quant::BlockQ4_0x16, BlockQ8_0x16) ---
+// One 64-byte load holds four quant bytes of each of 16 weight rows, one row per 32-bit lane
+// (Q4_0C: as nibbles, low then high); vpdpbusd multiplies it with four activation bytes
+// broadcast to every lane. Operand u = 0..7 of a 32-block pairs with activations 4u..4u+3. A
+// block of P panels and one activation row costs 8 vpdpbusd per panel and then one convert,
+// multiply and FMA for all 16 rows (the Q4_0R tiles spend those three per row and four blocks,
+// which is what bound them with several activation rows). Per activation row and block, the
+// regrouped activations hold the int32 start value -c x (sum of the block's quants) that makes the
+// unsigned weights q - c (c = 8 for Q4_0's nibbles, 128 for Q8_0C's q + 128).
+template <QType T>
+constexpr int64_t kPanelBlockBytes =
+    T == QType::kQ4_0C ? sizeof(quant::BlockQ4_0x16) : sizeof(quant::BlockQ8_0x16);
 
 void column_starts(const Problem& p, int64_t r0, int64_t r1, uint8_t* xr, int64_t ldxr) {
   const int64_t blocks = p.k / quant::kQK4_0;
-  const __m512i minus8 = _mm512_set1_epi16(-8);
+  const __m512i minus_c = _mm512_set1_epi16(p.type == QType::kQ4_0C ? -8 : -128);
   for (int64_t r = r0; r < r1; ++r) {
     auto* starts = reinterpret_cast<int32_t*>(xr + r * ldxr);
     for (int64_t b = 0; b < blocks; ++b) {
       const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.xq + r * p.ldxq + b * quant::kQK4_0));
-      starts[b] = _mm512_reduce_add_epi32(_mm512_madd_epi16(_mm512_cvtepi8_epi16(q), minus8));
+      starts[b] = _mm512_reduce_add_epi32(_mm512_madd_epi16(_mm512_cvtepi8_epi16(q), minus_c));
     }
   }
 }
 
 // Activation rows [t0, t0 + R) x output features [j0, j0 + 16 P); w0 is the panel of feature j0.
-template <int R, int P>
+template <QType T, int R, int P>
 void column_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
+  constexpr int64_t kBlockBytes = kPanelBlockBytes<T>;
   const int64_t blocks = p.k / quant::kQK4_0;
-  const int64_t panel_bytes = blocks * kPanelBlockBytes;
-  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  const int64_t panel_bytes = blocks * kBlockBytes;
+  [[maybe_unused]] const __m512i nibble = _mm512_set1_epi8(0x0F);
   __m512 acc[R][P];
   QMM_UNROLL for (int r = 0; r < R; ++r) {
     QMM_UNROLL for (int q = 0; q < P; ++q) acc[r][q] = _mm512_setzero_ps();
@@ -381,17 +386,17 @@ void column_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
   }
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* blk[P];
-    QMM_UNROLL for (int q = 0; q < P; ++q) blk[q] = w0 + q * panel_bytes + b * kPanelBlockBytes;
+    QMM_UNROLL for (int q = 0; q < P; ++q) blk[q] = w0 + q * panel_bytes + b * kBlockBytes;
     if (p.rows == 1) {
       // Decode walks the panels in order: one stream per thread, fetched a fixed distance ahead.
-      QMM_UNROLL for (int line = 0; line < 5; ++line) {
+      QMM_UNROLL for (int line = 0; line <= kBlockBytes / 64; ++line) {
         _mm_prefetch(reinterpret_cast<const char*>(blk[0] + kSequentialAhead + 64 * line), _MM_HINT_T0);
       }
     } else if (t0 == 0) {
       // The first row tile brings the panels in from memory, later ones find them in L2: it also
       // fetches the same block of the next tile's panels (they follow these in memory).
       QMM_UNROLL for (int q = 0; q < P; ++q) {
-        QMM_UNROLL for (int line = 0; line < 5; ++line) {
+        QMM_UNROLL for (int line = 0; line <= kBlockBytes / 64; ++line) {
           _mm_prefetch(reinterpret_cast<const char*>(blk[q] + P * panel_bytes + 64 * line), _MM_HINT_T0);
         }
       }
@@ -402,14 +407,20 @@ void column_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
       QMM_UNROLL for (int q = 0; q < P; ++q) dot[r][q] = start;
     }
     QMM_UNROLL for (int m = 0; m < 4; ++m) {
-      __m512i lo[P], hi[P];
+      __m512i lo[P], hi[P];  // operands m and m + 4
       QMM_UNROLL for (int q = 0; q < P; ++q) {
-        const __m512i w = _mm512_loadu_si512(blk[q] + 32 + 64 * m);
-        lo[q] = _mm512_and_si512(w, nibble);
-        hi[q] = _mm512_and_si512(_mm512_srli_epi16(w, 4), nibble);
+        const uint8_t* quants = blk[q] + 2 * quant::kPanelRows;
+        if constexpr (T == QType::kQ4_0C) {
+          const __m512i w = _mm512_loadu_si512(quants + 64 * m);
+          lo[q] = _mm512_and_si512(w, nibble);
+          hi[q] = _mm512_and_si512(_mm512_srli_epi16(w, 4), nibble);
+        } else {
+          lo[q] = _mm512_loadu_si512(quants + 64 * m);
+          hi[q] = _mm512_loadu_si512(quants + 64 * (m + 4));
+        }
       }
       QMM_UNROLL for (int r = 0; r < R; ++r) {
-        int32_t a_lo, a_hi;  // activations 4m..4m+3 (the low nibbles' values) and 16 + 4m.. (high)
+        int32_t a_lo, a_hi;  // activations 4m..4m+3 and 16 + 4m..16 + 4m + 3
         std::memcpy(&a_lo, xq[r] + b * quant::kQK4_0 + 4 * m, 4);
         std::memcpy(&a_hi, xq[r] + b * quant::kQK4_0 + 16 + 4 * m, 4);
         const __m512i bl = _mm512_set1_epi32(a_lo), bh = _mm512_set1_epi32(a_hi);
@@ -436,28 +447,29 @@ void column_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
   }
 }
 
-using ColumnTileFn = void (*)(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0);
-constexpr ColumnTileFn kColumnTiles[kR][2] = {{&column_tile<1, 1>, &column_tile<1, 2>},
-                                              {&column_tile<2, 1>, &column_tile<2, 2>},
-                                              {&column_tile<3, 1>, &column_tile<3, 2>},
-                                              {&column_tile<4, 1>, &column_tile<4, 2>}};
+#define QMM_COLUMN_TILES(T)                                                                        \
+  {{&column_tile<T, 1, 1>, &column_tile<T, 1, 2>}, {&column_tile<T, 2, 1>, &column_tile<T, 2, 2>}, \
+   {&column_tile<T, 3, 1>, &column_tile<T, 3, 2>}, {&column_tile<T, 4, 1>, &column_tile<T, 4, 2>}}
+constexpr TileFn kQ4CTiles[kR][2] = QMM_COLUMN_TILES(QType::kQ4_0C);
+constexpr TileFn kQ8CTiles[kR][2] = QMM_COLUMN_TILES(QType::kQ8_0C);
+#undef QMM_COLUMN_TILES
 
 // Output features [j0, j1) (whole panels): decode (one row) walks single panels in order, several
 // rows run tiles of two panels (32 features) x 4 rows, all rows against one pair of panels before
-// the next, so the pair (16 x 18 bytes per 32 values, each) stays in L2.
-void run_column_tiles(const Problem& p, int64_t j0, int64_t j1) {
-  constexpr int64_t kRows = quant::kQ4_0CPanelRows;
-  const int64_t panel_bytes = p.k / quant::kQK4_0 * kPanelBlockBytes;
+// the next, so the pair stays in L2.
+void run_column_tiles(const Problem& p, const TileFn (&tiles)[kR][2], int64_t j0, int64_t j1) {
+  constexpr int64_t kRows = quant::kPanelRows;
+  const int64_t panel_bytes = kRows * p.w_row_bytes;  // the 16 rows' bytes, interleaved
   auto panel = [&](int64_t j) { return p.w + j / kRows * panel_bytes; };
   if (p.rows == 1) {
-    for (int64_t j = j0; j < j1; j += kRows) column_tile<1, 1>(p, panel(j), 0, j);
+    for (int64_t j = j0; j < j1; j += kRows) tiles[0][0](p, panel(j), 0, j);
     return;
   }
   for (int64_t j = j0; j < j1;) {
     const int64_t panels = std::min<int64_t>(2, (j1 - j) / kRows);
     for (int64_t t = 0; t < p.rows; t += kR) {
       const int64_t rn = std::min<int64_t>(kR, p.rows - t);
-      kColumnTiles[rn - 1][panels - 1](p, panel(j), t, j);
+      tiles[rn - 1][panels - 1](p, panel(j), t, j);
     }
     j += panels * kRows;
   }
@@ -483,13 +495,13 @@ constexpr TileFn kQ8RTiles[kR][kJ] = QMM_TABLE(grouped_tile, QType::kQ8_0R);
 constexpr int64_t kQ4AsQ8MinRows = 16;
 
 int64_t regrouped_row_bytes(const Problem& p) {
-  if (p.type == QType::kQ4_0C) return (p.k / quant::kQK4_0 * int64_t{sizeof(int32_t)} + 63) / 64 * 64;
+  if (quant::is_panel_type(p.type)) return (p.k / quant::kQK4_0 * int64_t{sizeof(int32_t)} + 63) / 64 * 64;
   const bool grouped = p.type == QType::kQ4_0R || p.type == QType::kQ8_0R;
   return grouped ? p.k / (4 * quant::kQK4_0) * kRegroupedGroupBytes : 0;
 }
 
 void regroup_rows(const Problem& p, int64_t r0, int64_t r1, uint8_t* xr, int64_t ldxr) {
-  if (p.type == QType::kQ4_0C) return column_starts(p, r0, r1, xr, ldxr);
+  if (quant::is_panel_type(p.type)) return column_starts(p, r0, r1, xr, ldxr);
   regroup_activation_rows(p, r0, r1, xr, ldxr);
 }
 
@@ -525,7 +537,8 @@ void block(const Problem& p, int64_t j0, int64_t j1) {
     case QType::kQ4_0: run_tiles<Isa::kAvx512>(p, kQ4Tiles, j0, j1); return;
     case QType::kQ4_0R: run_grouped_tiles(p, kQ4RTiles, j0, j1); return;
     case QType::kQ8_0R: run_grouped_tiles(p, kQ8RTiles, j0, j1); return;
-    case QType::kQ4_0C: run_column_tiles(p, j0, j1); return;
+    case QType::kQ4_0C: run_column_tiles(p, kQ4CTiles, j0, j1); return;
+    case QType::kQ8_0C: run_column_tiles(p, kQ8CTiles, j0, j1); return;
     case QType::kQ4_K: case QType::kQ6_K: run_dequantized<Isa::kAvx512>(p, kF32Tiles, j0, j1); return;
   }
 }

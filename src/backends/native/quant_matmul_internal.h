@@ -58,9 +58,9 @@ const Kernels& avx512_qmm_kernels();  // only where it has AVX-512 F/DQ/BW/VL an
 
 inline bool uses_quantized_activations(quant::QType t) {
   return t == quant::QType::kQ8_0 || t == quant::QType::kQ4_0 || t == quant::QType::kQ4_0R ||
-         t == quant::QType::kQ8_0R || t == quant::QType::kQ4_0C;
+         t == quant::QType::kQ8_0R || quant::is_panel_type(t);
 }
-// Rows [j0, j1) of a Q4_0, Q4_0R, Q4_0C or Q8_0R weight as Q8_0 rows (Q4: the quants minus 8 as int8;
+// Rows [j0, j1) of a Q4_0, Q4_0R, Q8_0R or panel-type weight as Q8_0 rows (Q4: the quants minus 8 as int8;
 // the same scales) at dst, one after another: the many-row paths then run the Q8_0 tiles, whose
 // inner loop unpacks no nibbles. Returns the Q8_0 row size in bytes.
 int64_t unpack_rows_to_q8_0(const Problem& p, int64_t j0, int64_t j1, uint8_t* dst);
