@@ -136,40 +136,36 @@ BlockQ8_0 q8_0r_block(const void* row, int64_t b) {
   return block;
 }
 
-void repack_q4_0_to_q4_0c(void* matrix, int64_t rows, int64_t k) {
-  TESSERA_CHECK(rows % kPanelRows == 0 && k % kQK4_0 == 0, "q4_0c panels hold 16 whole rows");
-  const int64_t blocks = k / kQK4_0;
-  std::vector<BlockQ4_0> rows_aside(static_cast<size_t>(kPanelRows * blocks));
+namespace {
+// Rows of Block (32 values each) to panels of 16: put(panel block, i, row i's block) fills row i's
+// share of one panel block.
+template <class Block, class PanelBlock, class Put>
+void repack_to_panels(void* matrix, int64_t rows, int64_t k, Put put) {
+  TESSERA_CHECK(rows % kPanelRows == 0 && k % 32 == 0, "panels hold 16 whole rows of 32-blocks");
+  const int64_t blocks = k / 32;
+  std::vector<Block> rows_aside(static_cast<size_t>(kPanelRows * blocks));
   for (int64_t p = 0; p < rows / kPanelRows; ++p) {
-    auto* panel = static_cast<BlockQ4_0x16*>(matrix) + p * blocks;
-    std::memcpy(rows_aside.data(), panel, rows_aside.size() * sizeof(BlockQ4_0));  // the same bytes
+    auto* panel = static_cast<PanelBlock*>(matrix) + p * blocks;
+    std::memcpy(rows_aside.data(), panel, rows_aside.size() * sizeof(Block));  // the same bytes
     for (int64_t b = 0; b < blocks; ++b) {
-      BlockQ4_0x16& out = panel[b];
-      for (int i = 0; i < kPanelRows; ++i) {
-        const BlockQ4_0& in = rows_aside[i * blocks + b];
-        out.d[i] = in.d;
-        for (int m = 0; m < 4; ++m) std::memcpy(out.qs[m][i], in.qs + 4 * m, 4);
-      }
+      for (int i = 0; i < kPanelRows; ++i) put(panel[b], i, rows_aside[i * blocks + b]);
     }
   }
 }
+}  // namespace
+
+void repack_q4_0_to_q4_0c(void* matrix, int64_t rows, int64_t k) {
+  repack_to_panels<BlockQ4_0, BlockQ4_0x16>(matrix, rows, k, [](BlockQ4_0x16& out, int i, const BlockQ4_0& in) {
+    out.d[i] = in.d;
+    for (int m = 0; m < 4; ++m) std::memcpy(out.qs[m][i], in.qs + 4 * m, 4);
+  });
+}
 
 void repack_q8_0_to_q8_0c(void* matrix, int64_t rows, int64_t k) {
-  TESSERA_CHECK(rows % kPanelRows == 0 && k % kQK8_0 == 0, "q8_0c panels hold 16 whole rows");
-  const int64_t blocks = k / kQK8_0;
-  std::vector<BlockQ8_0> rows_aside(static_cast<size_t>(kPanelRows * blocks));
-  for (int64_t p = 0; p < rows / kPanelRows; ++p) {
-    auto* panel = static_cast<BlockQ8_0x16*>(matrix) + p * blocks;
-    std::memcpy(rows_aside.data(), panel, rows_aside.size() * sizeof(BlockQ8_0));  // the same bytes
-    for (int64_t b = 0; b < blocks; ++b) {
-      BlockQ8_0x16& out = panel[b];
-      for (int i = 0; i < kPanelRows; ++i) {
-        const BlockQ8_0& in = rows_aside[i * blocks + b];
-        out.d[i] = in.d;
-        for (int e = 0; e < kQK8_0; ++e) out.qs[e / 4][i][e % 4] = static_cast<uint8_t>(in.qs[e] + 128);
-      }
-    }
-  }
+  repack_to_panels<BlockQ8_0, BlockQ8_0x16>(matrix, rows, k, [](BlockQ8_0x16& out, int i, const BlockQ8_0& in) {
+    out.d[i] = in.d;
+    for (int e = 0; e < kQK8_0; ++e) out.qs[e / 4][i][e % 4] = static_cast<uint8_t>(in.qs[e] + 128);
+  });
 }
 
 BlockQ8_0 q8_0c_block(const void* matrix, int64_t k, int64_t row, int64_t b) {
