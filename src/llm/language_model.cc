@@ -67,7 +67,7 @@ Result<std::unique_ptr<LanguageModel>> LanguageModel::create(const ModelConfig& 
   std::unique_ptr<LanguageModel> m(new LanguageModel());
   m->config_ = config;
   m->weights_ = std::move(weights);
-  // Joined first: Q4_0C matrices cannot be joined by rows (their panels interleave them).
+  // Joined first: the panel layouts interleave rows, so they cannot be joined by rows.
   if (opts.fuse_projections) fuse_projections(m->weights_, config);  // (a GGUF load has joined them already)
   if (opts.regroup_quantized && opts.backend == "native" &&
       std::string(native::quant_matmul_path(quant::QType::kQ4_0)) == "avx512-vnni") {
