@@ -92,21 +92,23 @@ double quant_dot(QType type, const uint8_t* w, const int8_t* xq, const float* xd
 void scalar_block(const Problem& p, int64_t j0, int64_t j1) {
   thread_local std::vector<float> wrow;
   const bool quantized = qmm::uses_quantized_activations(p.type);
-  thread_local std::vector<quant::BlockQ4_0> gathered4;  // a Q4_0C / Q8_0C row, as Q4_0 / Q8_0 blocks
-  thread_local std::vector<quant::BlockQ8_0> gathered8;
+  // A panel type's row j, gathered as the blocks of its row type (Q4_0C: Q4_0, Q8_0C: Q8_0).
+  thread_local std::vector<uint8_t> gathered;
+  const QType type = p.type == QType::kQ4_0C ? QType::kQ4_0 : p.type == QType::kQ8_0C ? QType::kQ8_0 : p.type;
   for (int64_t j = j0; j < j1; ++j) {
     const uint8_t* w = p.w + j * p.w_row_bytes;
-    QType type = p.type;
-    if (type == QType::kQ4_0C) {
-      gathered4.resize(p.k / quant::kQK4_0);
-      for (int64_t b = 0; b < p.k / quant::kQK4_0; ++b) gathered4[b] = quant::q4_0c_block(p.w, p.k, j, b);
-      w = reinterpret_cast<const uint8_t*>(gathered4.data());
-      type = QType::kQ4_0;
-    } else if (type == QType::kQ8_0C) {
-      gathered8.resize(p.k / quant::kQK8_0);
-      for (int64_t b = 0; b < p.k / quant::kQK8_0; ++b) gathered8[b] = quant::q8_0c_block(p.w, p.k, j, b);
-      w = reinterpret_cast<const uint8_t*>(gathered8.data());
-      type = QType::kQ8_0;
+    if (quant::is_panel_type(p.type)) {
+      gathered.resize(p.w_row_bytes);
+      for (int64_t b = 0; b < p.k / 32; ++b) {
+        if (type == QType::kQ4_0) {
+          const quant::BlockQ4_0 block = quant::q4_0c_block(p.w, p.k, j, b);
+          std::memcpy(gathered.data() + b * sizeof(block), &block, sizeof(block));
+        } else {
+          const quant::BlockQ8_0 block = quant::q8_0c_block(p.w, p.k, j, b);
+          std::memcpy(gathered.data() + b * sizeof(block), &block, sizeof(block));
+        }
+      }
+      w = gathered.data();
     }
     if (quantized) {
       for (int64_t t = 0; t < p.rows; ++t) {
@@ -117,7 +119,7 @@ void scalar_block(const Problem& p, int64_t j0, int64_t j1) {
     const float* wf = reinterpret_cast<const float*>(w);
     if (p.type != QType::kF32) {
       wrow.resize(p.k);
-      quant::dequantize_row(p.type, w, p.k, wrow.data());
+      quant::dequantize_row(type, w, p.k, wrow.data());
       wf = wrow.data();
     }
     for (int64_t t = 0; t < p.rows; ++t) {
@@ -283,8 +285,7 @@ void quant_matmul_for_isa(Isa isa, const QuantWeight& w, const float* x, int64_t
   }
 
   // Output features in units of 4 (every ISA's tile width divides into them; panel types: two
-  // panels),
-  // a chunk gets at least ~256k multiply-adds so that waking the pool pays.
+  // panels); a chunk gets at least ~256k multiply-adds so that waking the pool pays.
   const int64_t kUnit = quant::is_panel_type(w.type) ? 2 * quant::kPanelRows : 4;
   const int64_t units = (w.n + kUnit - 1) / kUnit;
   auto run = [&](int64_t u0, int64_t u1) {
