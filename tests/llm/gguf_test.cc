@@ -1,6 +1,7 @@
 #include "llm/gguf.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -15,7 +16,9 @@ namespace {
 
 using quant::QType;
 
-std::string temp_path(const std::string& name) { return testing::TempDir() + "/gguf_" + name; }
+std::string temp_path(const std::string& name) {
+  return testing::TempDir() + "/gguf_" + std::to_string(::getpid()) + "_" + name;
+}
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

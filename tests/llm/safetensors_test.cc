@@ -1,6 +1,7 @@
 #include "llm/safetensors.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -14,7 +15,9 @@ namespace {
 
 using quant::QType;
 
-std::string temp_path(const std::string& name) { return testing::TempDir() + "/st_" + name; }
+std::string temp_path(const std::string& name) {
+  return testing::TempDir() + "/st_" + std::to_string(::getpid()) + "_" + name;
+}
 
 // A safetensors file by hand: the 8-byte header length, the JSON header, then the data.
 std::vector<uint8_t> safetensors_bytes(const std::string& header, const std::vector<uint8_t>& data,
@@ -152,7 +155,7 @@ TEST(SafetensorsTest, TruncatedFilesFailCleanly) {
 
 TEST(SafetensorsTest, Shards) {
   namespace fs = std::filesystem;
-  const fs::path root = fs::path(testing::TempDir()) / "st_shards";
+  const fs::path root = fs::path(testing::TempDir()) / ("st_shards_" + std::to_string(::getpid()));
   fs::remove_all(root);
   const std::vector<uint8_t> empty = safetensors_bytes("{}", {});
 

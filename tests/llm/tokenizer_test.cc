@@ -1,6 +1,7 @@
 #include "llm/tokenizer.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -285,9 +286,13 @@ bool reference_available(const char* package) {
 // Runs tests/llm/tokenizer_ref.mjs; empty on failure (with a test failure recorded).
 std::vector<Ids> reference_encodings(const std::string& mode,
                                      const std::vector<std::string>& texts) {
+  // CTest runs the tests of this file in parallel processes: name the files after the test.
+  const std::string tag =
+      std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
+      std::to_string(::getpid());
   const std::string dir = ::testing::TempDir();
-  const std::string in = dir + "/tokenizer_corpus_" + mode + ".json";
-  const std::string out = dir + "/tokenizer_ref_" + mode + ".json";
+  const std::string in = dir + "/tokenizer_corpus_" + mode + "_" + tag + ".json";
+  const std::string out = dir + "/tokenizer_ref_" + mode + "_" + tag + ".json";
   std::ofstream(in) << nlohmann::json(texts).dump();
   std::filesystem::remove(out);
   const std::string cmd =
@@ -298,6 +303,8 @@ std::vector<Ids> reference_encodings(const std::string& mode,
   std::stringstream text;
   text << result.rdbuf();
   const nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, false);
+  std::filesystem::remove(in);
+  std::filesystem::remove(out);
   if (doc.is_discarded() || !doc.is_array() || doc.size() != texts.size()) {
     ADD_FAILURE() << "bad reference output from " << cmd;
     return {};
