@@ -168,10 +168,19 @@ void repack_q8_0_to_q8_0c(void* matrix, int64_t rows, int64_t k) {
   });
 }
 
+namespace {
+// Block b of `row` in a panel matrix of k columns: the panel block that holds it, and the row's
+// lane in it (Q4_0 and Q8_0 blocks both hold kQK4_0 = kQK8_0 = 32 values).
+template <class Panel>
+const Panel& panel_block(const void* matrix, int64_t k, int64_t row, int64_t b, int64_t& lane) {
+  lane = row % kPanelRows;
+  return static_cast<const Panel*>(matrix)[row / kPanelRows * (k / kQK4_0) + b];
+}
+}  // namespace
+
 BlockQ8_0 q8_0c_block(const void* matrix, int64_t k, int64_t row, int64_t b) {
-  const int64_t blocks = k / kQK8_0;
-  const BlockQ8_0x16& g = static_cast<const BlockQ8_0x16*>(matrix)[row / kPanelRows * blocks + b];
-  const int64_t i = row % kPanelRows;
+  int64_t i = 0;
+  const auto& g = panel_block<BlockQ8_0x16>(matrix, k, row, b, i);
   BlockQ8_0 block;
   block.d = g.d[i];
   for (int e = 0; e < kQK8_0; ++e) block.qs[e] = static_cast<int8_t>(g.qs[e / 4][i][e % 4] - 128);
@@ -179,9 +188,8 @@ BlockQ8_0 q8_0c_block(const void* matrix, int64_t k, int64_t row, int64_t b) {
 }
 
 BlockQ4_0 q4_0c_block(const void* matrix, int64_t k, int64_t row, int64_t b) {
-  const int64_t blocks = k / kQK4_0;
-  const BlockQ4_0x16& g = static_cast<const BlockQ4_0x16*>(matrix)[row / kPanelRows * blocks + b];
-  const int64_t i = row % kPanelRows;
+  int64_t i = 0;
+  const auto& g = panel_block<BlockQ4_0x16>(matrix, k, row, b, i);
   BlockQ4_0 block;
   block.d = g.d[i];
   for (int m = 0; m < 4; ++m) std::memcpy(block.qs + 4 * m, g.qs[m][i], 4);
