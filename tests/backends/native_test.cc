@@ -11,6 +11,7 @@
 
 #include "backends/backend.h"
 #include "backends/harness.h"
+#include "backends/native/eltwise_compile.h"
 #include "backends/native/isa.h"
 #include "backends/native/native_compile.h"
 #include "backends/test_graph.h"
@@ -253,6 +254,61 @@ TEST(NativeEltwise, FusedReluAndClipKeepTheBitsOfTheReference) {
   int r4 = t.op("Relu", {shared});
   int r5 = t.op("Add", {r4, shared});
   t.finish({r1, r2, r3, r4, r5});
+  std::vector<Tensor> want = run_ref(t);
+  for (const native::IsaKernels* isa : isas()) {
+    std::vector<Tensor> got = run_native(t, *isa, 1);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t o = 0; o < got.size(); ++o) {
+      for (int i = 0; i < 100; ++i) {
+        const float a = got[o].data<float>()[i], b = want[o].data<float>()[i];
+        EXPECT_TRUE(std::memcmp(&a, &b, sizeof a) == 0 || (std::isnan(a) && std::isnan(b)))
+            << "output " << o << " element " << i << ": " << a << " vs " << b << " on "
+            << native::isa_name(isa->isa);
+      }
+    }
+  }
+}
+
+TEST(NativeEltwise, FusedScalarPostOpsKeepTheBitsOfTheReference) {
+  // An Add / Sub / Mul / Div by a scalar after Add / Sub / Mul / Div runs in the same pass as its
+  // post operation (then a Relu / Clip as its clamp): same float operations, so the same bits,
+  // specials included. Not fused: a scalar first in Sub / Div, a result also read elsewhere or
+  // stored, a second post operation, a producer that already clamps.
+  const float inf = INFINITY, nan = NAN;
+  const std::vector<float> special = {0.f, -0.f, inf, -inf, nan, -1.f, 1.f, 7.f, -7.f, 1e-40f};
+  TestGraph t;
+  int x = t.input({10, 10}), y = t.input({10, 10});
+  for (int i = 0; i < 100; ++i) {
+    t.inputs[0].data<float>()[i] = special[i % 10];
+    t.inputs[1].data<float>()[i] = special[i / 10];
+  }
+  auto scalar = [&](float v) { return t.constant(Tensor::scalar<float>(v)); };
+  int lo = scalar(0.f), hi = scalar(6.f);
+  Tensor three_2d(DType::kFloat32, {1, 1});  // one element, rank 2
+  three_2d.data<float>()[0] = 3.f;
+  int three = t.constant(three_2d);
+  // x*clip(x+3,0,6)/6 as exporters write hardswish: 2 instructions instead of 4.
+  int r1 = t.op("Div", {t.op("Mul", {t.op("Clip", {t.op("Add", {x, three}), lo, hi}), x}),
+                        scalar(6.f)});
+  int r2 = t.op("Mul", {scalar(0.5f), t.op("Sub", {x, y})});             // scalar first, commutes
+  int r3 = t.op("Relu", {t.op("Add", {t.op("Div", {x, y}), scalar(-1.f)})});  // post, then clamp
+  int r4 = t.op("Sub", {scalar(1.f), t.op("Mul", {x, y})});              // 1 - t: not a post
+  int r5 = t.op("Div", {scalar(2.f), t.op("Add", {x, y})});              // 2 / t: not a post
+  int shared = t.op("Mul", {x, y});
+  int r6 = t.op("Add", {t.op("Sub", {shared, scalar(4.f)}), shared});   // read twice: not fused
+  int r7 = t.op("Mul", {t.op("Mul", {t.op("Sub", {x, y}), scalar(3.f)}), scalar(0.25f)});
+  int r8 = t.op("Div", {t.op("Relu", {t.op("Add", {x, y})}), scalar(5.f)});  // clamp first
+  t.finish({r1, r2, r3, r4, r5, r6, r7, r8});
+  std::vector<int> nodes(t.g.num_nodes());
+  for (int i = 0; i < t.g.num_nodes(); ++i) nodes[i] = i;
+  auto plan = native::compile_eltwise(t.g, nodes, t.g.outputs(), {10, 10});
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  int posts = 0;
+  for (const native::EwInstr& in : plan->program.code) posts += in.post != native::EwOp::kCopy;
+  // r1 (div into mul), r2, r3, r7 (the first Mul by a scalar only): four post operations.
+  EXPECT_EQ(posts, 4);
+  // 22 graph nodes less the 4 posts and the Clip / Relu folded as clamps (r1, r3, r8).
+  EXPECT_EQ(plan->program.code.size(), 15u);
   std::vector<Tensor> want = run_ref(t);
   for (const native::IsaKernels* isa : isas()) {
     std::vector<Tensor> got = run_native(t, *isa, 1);

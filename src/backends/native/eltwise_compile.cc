@@ -86,11 +86,18 @@ bool broadcasts_to(const std::vector<int64_t>& in, const std::vector<int64_t>& o
   return true;
 }
 
-// Folds each Relu / Clip that is the only reader of an Add / Sub / Mul / Div result (not itself
-// stored) into that instruction as its clamp and drops it. Instructions are numbered by position
-// (operands >= 0; program inputs negative); `produced` maps graph values to them.
-void fuse_clamps(std::vector<EwInstr>& code, std::map<int, int>& produced,
-                 const std::vector<int>& stored_values) {
+bool is_arith(EwOp op) {
+  return op == EwOp::kAdd || op == EwOp::kSub || op == EwOp::kMul || op == EwOp::kDiv;
+}
+
+// Drops each instruction that `fold(instr, sole)` folded into the instruction producing one of
+// its operands, and renumbers the rest. `sole(j)`: instruction j's result is read by one
+// instruction only and not stored, so that reader may be folded into j. `fold` returns the j it
+// folded into (it has updated code[j]), or -1. Instructions are numbered by position (operands
+// >= 0; program inputs negative); `produced` maps graph values to them.
+template <class Fold>
+void fold_into_producers(std::vector<EwInstr>& code, std::map<int, int>& produced,
+                         const std::vector<int>& stored_values, Fold fold) {
   const int n = static_cast<int>(code.size());
   std::vector<int> uses(n, 0);
   for (const EwInstr& in : code) {
@@ -105,20 +112,16 @@ void fuse_clamps(std::vector<EwInstr>& code, std::map<int, int>& produced,
   }
   std::vector<int> alias(n);  // instruction -> the one whose result it now is
   std::vector<bool> dropped(n, false);
+  auto sole = [&](int j) { return j >= 0 && !dropped[j] && uses[j] == 1 && !stored[j]; };
   for (int i = 0; i < n; ++i) {
     alias[i] = i;
-    const EwInstr& in = code[i];
-    if (in.op != EwOp::kRelu && in.op != EwOp::kClip) continue;
-    const int j = in.a;
-    if (j < 0 || uses[j] != 1 || stored[j] || code[j].clamp) continue;
-    const EwOp op = code[j].op;
-    if (op != EwOp::kAdd && op != EwOp::kSub && op != EwOp::kMul && op != EwOp::kDiv) continue;
-    // Relu is x < 0 ? 0 : x, which clip to [0, inf] computes exactly (NaN and -0 included).
-    code[j].clamp = true;
-    code[j].p0 = in.op == EwOp::kRelu ? 0.0f : in.p0;
-    code[j].p1 = in.op == EwOp::kRelu ? std::numeric_limits<float>::infinity() : in.p1;
+    if (code[i].op == EwOp::kFill) continue;
+    const int j = fold(code[i], code, sole);
+    if (j < 0) continue;
     dropped[i] = true;
     alias[i] = j;
+    uses[j] = uses[i];
+    stored[j] = stored[i];
   }
   std::vector<int> index(n, -1);  // new position of each kept instruction
   int kept = 0;
@@ -138,6 +141,40 @@ void fuse_clamps(std::vector<EwInstr>& code, std::map<int, int>& produced,
   }
   code = std::move(out);
   for (auto& [value, instr] : produced) instr = remap(instr);
+}
+
+// An Add / Sub / Mul / Div of an arithmetic instruction's result by a scalar program input
+// becomes that instruction's post operation (result op scalar; the scalar may stand first in Add
+// and Mul, which commute). `scalar_input(id)`: operand id is a one-element program input.
+template <class ScalarInput>
+void fuse_posts(std::vector<EwInstr>& code, std::map<int, int>& produced,
+                const std::vector<int>& stored_values, ScalarInput scalar_input) {
+  fold_into_producers(code, produced, stored_values, [&](const EwInstr& in, auto& all, auto sole) {
+    if (!is_arith(in.op)) return -1;
+    const bool commutes = in.op == EwOp::kAdd || in.op == EwOp::kMul;
+    int j = -1, s = -1;
+    if (scalar_input(in.b)) j = in.a, s = in.b;
+    else if (commutes && scalar_input(in.a)) j = in.b, s = in.a;
+    if (!sole(j) || !is_arith(all[j].op) || all[j].post != EwOp::kCopy || all[j].clamp) return -1;
+    all[j].post = in.op;
+    all[j].post_b = s;
+    return j;
+  });
+}
+
+// A Relu / Clip of an arithmetic instruction's result becomes that instruction's clamp.
+void fuse_clamps(std::vector<EwInstr>& code, std::map<int, int>& produced,
+                 const std::vector<int>& stored_values) {
+  fold_into_producers(code, produced, stored_values, [](const EwInstr& in, auto& all, auto sole) {
+    if (in.op != EwOp::kRelu && in.op != EwOp::kClip) return -1;
+    const int j = in.a;
+    if (!sole(j) || !is_arith(all[j].op) || all[j].clamp) return -1;
+    // Relu is x < 0 ? 0 : x, which clip to [0, inf] computes exactly (NaN and -0 included).
+    all[j].clamp = true;
+    all[j].p0 = in.op == EwOp::kRelu ? 0.0f : in.p0;
+    all[j].p1 = in.op == EwOp::kRelu ? std::numeric_limits<float>::infinity() : in.p1;
+    return j;
+  });
 }
 
 }  // namespace
@@ -285,6 +322,9 @@ Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& node
     produced[node.outputs[0]] = result;
   }
 
+  fuse_posts(code, produced, stored_values, [&](int id) {
+    return id < -1 && shape_numel(input_dims[-id - 2]) == 1;
+  });
   fuse_clamps(code, produced, stored_values);
 
   EltwisePlan plan;
@@ -299,6 +339,7 @@ Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& node
     if (in.op == EwOp::kFill) continue;  // reads nothing
     in.a = renumber(in.a);
     in.b = renumber(in.b);
+    in.post_b = renumber(in.post_b);
   }
   p.code = code;
   for (int v : stored_values) {

@@ -59,8 +59,12 @@ struct EwInstr {
   int a = -1;  // value ids read; b only for binary ops
   int b = -1;
   float p0 = 0, p1 = 0;  // Clip lo/hi, HardSigmoid alpha/beta, LeakyRelu/Elu alpha, Fill value
-  // Add / Sub / Mul / Div only: the result is clipped to [p0, p1] as Clip does (a Relu or Clip
-  // that alone read it, fused: one pass over the tile fewer, the same float operations).
+  // Add / Sub / Mul / Div only, each a pass over the tile fewer with the same float operations:
+  // `post`, when not kCopy, is an Add / Sub / Mul / Div of the result by the scalar program input
+  // `post_b` (result op scalar), then `clamp` clips it to [p0, p1] as Clip does (the instructions
+  // that alone read the result, fused).
+  EwOp post = EwOp::kCopy;
+  int post_b = -1;
   bool clamp = false;
 };
 

@@ -166,32 +166,53 @@ TESSERA_EW_UNARY(ReciprocalOp, S::div(S::set1(1.0f), x))
 #undef TESSERA_EW_BINARY
 #undef TESSERA_EW_UNARY
 
-// A binary operation whose result is clipped to [lo, hi] (EwInstr::clamp).
+// Binary f, then (EwInstr::post) g with a broadcast scalar: g(f(x, y), s).
+template <class S, class F, class G>
+struct Posted {
+  Vec<S> s;
+  Vec<S> operator()(Vec<S> x, Vec<S> y) const { return G{}(F{}(x, y), s); }
+};
+// Binary f whose result is clipped to [lo, hi] (EwInstr::clamp).
 template <class S, class F>
 struct Clamped {
+  F f;
   Vec<S> lo, hi;
-  Vec<S> operator()(Vec<S> x, Vec<S> y) const { return clip<S>(F{}(x, y), lo, hi); }
+  Vec<S> operator()(Vec<S> x, Vec<S> y) const { return clip<S>(f(x, y), lo, hi); }
 };
 
 template <class S, class F>
-void map_arith(const EwInstr& in, Loc a, Loc b, float* dst, int64_t n, bool nt) {
+void map_clamped(const EwInstr& in, Loc a, Loc b, float* dst, int64_t n, bool nt, F f) {
   if (in.clamp)
-    map_binary<S>(dst, a, b, n, Clamped<S, F>{S::set1(in.p0), S::set1(in.p1)}, nt);
+    map_binary<S>(dst, a, b, n, Clamped<S, F>{f, S::set1(in.p0), S::set1(in.p1)}, nt);
   else
-    map_binary<S>(dst, a, b, n, F{}, nt);
+    map_binary<S>(dst, a, b, n, f, nt);
+}
+
+// Add / Sub / Mul / Div with the instruction's post operation (by scalar `post`) and clamp.
+template <class S, class F>
+void map_arith(const EwInstr& in, Loc a, Loc b, float* dst, int64_t n, bool nt, float post) {
+  const Vec<S> s = S::set1(post);
+  switch (in.post) {
+    case EwOp::kAdd: return map_clamped<S>(in, a, b, dst, n, nt, Posted<S, F, AddOp<S>>{s});
+    case EwOp::kSub: return map_clamped<S>(in, a, b, dst, n, nt, Posted<S, F, SubOp<S>>{s});
+    case EwOp::kMul: return map_clamped<S>(in, a, b, dst, n, nt, Posted<S, F, MulOp<S>>{s});
+    case EwOp::kDiv: return map_clamped<S>(in, a, b, dst, n, nt, Posted<S, F, DivOp<S>>{s});
+    default: return map_clamped<S>(in, a, b, dst, n, nt, F{});
+  }
 }
 
 // dst[0, n) = instruction applied to a (and b). Matches the reference kernels' formulas (and
 // their NaN behaviour) except for the rounding of the transcendental functions. `nt`: see
-// map_unary.
+// map_unary. `post`: the value of the scalar operand of in.post.
 template <class S>
-void run_instr(const EwInstr& in, Loc a, Loc b, float* dst, int64_t n, bool nt = false) {
+void run_instr(const EwInstr& in, Loc a, Loc b, float* dst, int64_t n, bool nt = false,
+               float post = 0) {
   const Vec<S> p0 = S::set1(in.p0), p1 = S::set1(in.p1);
   switch (in.op) {
-    case EwOp::kAdd: return map_arith<S, AddOp<S>>(in, a, b, dst, n, nt);
-    case EwOp::kSub: return map_arith<S, SubOp<S>>(in, a, b, dst, n, nt);
-    case EwOp::kMul: return map_arith<S, MulOp<S>>(in, a, b, dst, n, nt);
-    case EwOp::kDiv: return map_arith<S, DivOp<S>>(in, a, b, dst, n, nt);
+    case EwOp::kAdd: return map_arith<S, AddOp<S>>(in, a, b, dst, n, nt, post);
+    case EwOp::kSub: return map_arith<S, SubOp<S>>(in, a, b, dst, n, nt, post);
+    case EwOp::kMul: return map_arith<S, MulOp<S>>(in, a, b, dst, n, nt, post);
+    case EwOp::kDiv: return map_arith<S, DivOp<S>>(in, a, b, dst, n, nt, post);
     case EwOp::kMax: return map_binary<S>(dst, a, b, n, MaxOp<S>{}, nt);
     case EwOp::kMin: return map_binary<S>(dst, a, b, n, MinOp<S>{}, nt);
     case EwOp::kPow: return map_binary<S>(dst, a, b, n, PowOp<S>{}, nt);
@@ -338,16 +359,17 @@ void eltwise_run(const EltwiseProgram& p, const EltwiseBuffers& buf, int64_t beg
       }
       const Loc a = loc[in.a];
       const Loc b = in.b >= 0 ? loc[in.b] : Loc{nullptr, 0};
+      const float post = in.post_b >= 0 ? loc[in.post_b].s : 0.0f;  // a scalar program input
       if (!a.p && (in.b < 0 || !b.p)) {
         // Every operand is one float over the tile: so is the result.
         float r = 0;
         const float as = a.s, bs = b.s;
-        run_instr<S>(in, Loc{&as, 0}, Loc{&bs, 0}, &r, 1);
+        run_instr<S>(in, Loc{&as, 0}, Loc{&bs, 0}, &r, 1, false, post);
         loc[in.dst] = Loc{nullptr, r};
         continue;
       }
       float* dst = out_ptr[in.dst] ? out_ptr[in.dst] : slots + slot[in.dst] * stride;
-      run_instr<S>(in, a, b, dst, n, direct[in.dst]);
+      run_instr<S>(in, a, b, dst, n, direct[in.dst], post);
       loc[in.dst] = Loc{dst, 0};
     }
     for (int o = 0; o < n_out; ++o) {
