@@ -89,6 +89,38 @@ void expect_matches_ref(const TestGraph& t, double tol, const std::string& what)
   }
 }
 
+// Two 10 x 10 inputs of t holding every pair of special values (zeros of both signs,
+// infinities, NaN, a subnormal, small integers) at the same position.
+std::pair<int, int> special_value_inputs(TestGraph& t) {
+  const float inf = INFINITY, nan = NAN;
+  const std::vector<float> special = {0.f, -0.f, inf, -inf, nan, -1.f, 1.f, 7.f, -7.f, 1e-40f};
+  const size_t first = t.inputs.size();
+  const int x = t.input({10, 10}), y = t.input({10, 10});
+  for (int i = 0; i < 100; ++i) {
+    t.inputs[first].data<float>()[i] = special[i % 10];
+    t.inputs[first + 1].data<float>()[i] = special[i / 10];
+  }
+  return {x, y};
+}
+
+// Every ISA (1 thread) gives the reference's bits in every output element (any NaN for NaN).
+void expect_bits_of_ref(const TestGraph& t) {
+  std::vector<Tensor> want = run_ref(t);
+  for (const native::IsaKernels* isa : isas()) {
+    std::vector<Tensor> got = run_native(t, *isa, 1);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t o = 0; o < got.size(); ++o) {
+      ASSERT_EQ(got[o].numel(), want[o].numel());
+      for (int64_t i = 0; i < got[o].numel(); ++i) {
+        const float a = got[o].data<float>()[i], b = want[o].data<float>()[i];
+        EXPECT_TRUE(std::memcmp(&a, &b, sizeof a) == 0 || (std::isnan(a) && std::isnan(b)))
+            << "output " << o << " element " << i << ": " << a << " vs " << b << " on "
+            << native::isa_name(isa->isa);
+      }
+    }
+  }
+}
+
 TEST(NativeMath, TranscendentalsMatchStdWithinAFewUlp) {
   struct Fn {
     native::MathFn fn;
@@ -238,14 +270,8 @@ TEST(NativeEltwise, FusedReluAndClipKeepTheBitsOfTheReference) {
   // Relu / Clip after Add / Sub / Mul / Div run as the arithmetic's clamp: NaN, -0, infinities
   // (Clip's default bounds turn inf into the largest float) must come out as in ref; results
   // read twice or stored keep their own instruction.
-  const float inf = INFINITY, nan = NAN;
-  const std::vector<float> special = {0.f, -0.f, inf, -inf, nan, -1.f, 1.f, 7.f, -7.f, 1e-40f};
   TestGraph t;
-  int x = t.input({10, 10}), y = t.input({10, 10});
-  for (int i = 0; i < 100; ++i) {
-    t.inputs[0].data<float>()[i] = special[i % 10];
-    t.inputs[1].data<float>()[i] = special[i / 10];
-  }
+  const auto [x, y] = special_value_inputs(t);
   int lo = t.constant(Tensor::scalar<float>(-1.f)), hi = t.constant(Tensor::scalar<float>(6.f));
   int r1 = t.op("Relu", {t.op("Sub", {x, y})});
   int r2 = t.op("Clip", {t.op("Add", {x, y}), lo, hi});
@@ -254,19 +280,7 @@ TEST(NativeEltwise, FusedReluAndClipKeepTheBitsOfTheReference) {
   int r4 = t.op("Relu", {shared});
   int r5 = t.op("Add", {r4, shared});
   t.finish({r1, r2, r3, r4, r5});
-  std::vector<Tensor> want = run_ref(t);
-  for (const native::IsaKernels* isa : isas()) {
-    std::vector<Tensor> got = run_native(t, *isa, 1);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t o = 0; o < got.size(); ++o) {
-      for (int i = 0; i < 100; ++i) {
-        const float a = got[o].data<float>()[i], b = want[o].data<float>()[i];
-        EXPECT_TRUE(std::memcmp(&a, &b, sizeof a) == 0 || (std::isnan(a) && std::isnan(b)))
-            << "output " << o << " element " << i << ": " << a << " vs " << b << " on "
-            << native::isa_name(isa->isa);
-      }
-    }
-  }
+  expect_bits_of_ref(t);
 }
 
 TEST(NativeEltwise, FusedScalarPostOpsKeepTheBitsOfTheReference) {
@@ -274,14 +288,8 @@ TEST(NativeEltwise, FusedScalarPostOpsKeepTheBitsOfTheReference) {
   // post operation (then a Relu / Clip as its clamp): same float operations, so the same bits,
   // specials included. Not fused: a scalar first in Sub / Div, a result also read elsewhere or
   // stored, a second post operation, a producer that already clamps.
-  const float inf = INFINITY, nan = NAN;
-  const std::vector<float> special = {0.f, -0.f, inf, -inf, nan, -1.f, 1.f, 7.f, -7.f, 1e-40f};
   TestGraph t;
-  int x = t.input({10, 10}), y = t.input({10, 10});
-  for (int i = 0; i < 100; ++i) {
-    t.inputs[0].data<float>()[i] = special[i % 10];
-    t.inputs[1].data<float>()[i] = special[i / 10];
-  }
+  const auto [x, y] = special_value_inputs(t);
   auto scalar = [&](float v) { return t.constant(Tensor::scalar<float>(v)); };
   int lo = scalar(0.f), hi = scalar(6.f);
   Tensor three_2d(DType::kFloat32, {1, 1});  // one element, rank 2
@@ -309,19 +317,7 @@ TEST(NativeEltwise, FusedScalarPostOpsKeepTheBitsOfTheReference) {
   EXPECT_EQ(posts, 4);
   // 22 graph nodes less the 4 posts and the Clip / Relu folded as clamps (r1, r3, r8).
   EXPECT_EQ(plan->program.code.size(), 15u);
-  std::vector<Tensor> want = run_ref(t);
-  for (const native::IsaKernels* isa : isas()) {
-    std::vector<Tensor> got = run_native(t, *isa, 1);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t o = 0; o < got.size(); ++o) {
-      for (int i = 0; i < 100; ++i) {
-        const float a = got[o].data<float>()[i], b = want[o].data<float>()[i];
-        EXPECT_TRUE(std::memcmp(&a, &b, sizeof a) == 0 || (std::isnan(a) && std::isnan(b)))
-            << "output " << o << " element " << i << ": " << a << " vs " << b << " on "
-            << native::isa_name(isa->isa);
-      }
-    }
-  }
+  expect_bits_of_ref(t);
 }
 
 TEST(NativeEltwise, StreamedOutputsWithRowsOffTheCacheLines) {
