@@ -446,6 +446,7 @@ int64_t eltwise_element_cost(const EltwiseProgram& program) {
       case EwOp::kPow: cost += 24; break;
       default: cost += 1;
     }
+    if (in.post != EwOp::kCopy) cost += in.post == EwOp::kDiv ? 4 : 1;
   }
   return cost;
 }
