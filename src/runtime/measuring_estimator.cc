@@ -82,6 +82,11 @@ Cost time_repeatedly(const std::function<Status()>& run, const MeasureOptions& o
     times.push_back(s);
     total += s;
   }
+  return median_cost(std::move(times));
+}
+
+Cost median_cost(std::vector<double> times) {
+  if (times.empty()) return Cost::invalid("no runs");
   std::sort(times.begin(), times.end());
   auto at = [&](double q) { return times[static_cast<size_t>(q * static_cast<double>(times.size() - 1) + 0.5)]; };
   return Cost::of(at(0.5), at(0.75) - at(0.25));

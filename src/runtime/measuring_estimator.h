@@ -74,5 +74,7 @@ class MeasuringEstimator final : public CostEstimator {
 // Times `run` (one call = one run): warm-up, then repeats until the options' minimum total time;
 // the median and the interquartile range in seconds. Used for candidates and whole plans.
 Cost time_repeatedly(const std::function<Status()>& run, const MeasureOptions& options);
+// The median and interquartile range of run times in seconds (invalid when there are none).
+Cost median_cost(std::vector<double> times);
 
 }  // namespace tessera

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <optional>
 
 #include "ir/subgraph.h"
 #include "partition/cached_estimator.h"
@@ -381,8 +383,12 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
                                                               static_cast<int>(plan.partitions.size())));
   plan.measured_seconds = timing.total.seconds;
   result.measured_noise = timing.total.noise;
-  for (size_t i = 0; i < plan.partitions.size(); ++i)
-    result.timings.push_back({plan.partitions[i].seconds, timing.per_owner[i]});
+  phase("partitions alone");
+  for (size_t i = 0; i < plan.partitions.size(); ++i) {
+    const Cost now = measuring.cost(result.search.partitions[i].candidate);
+    result.timings.push_back(
+        {plan.partitions[i].seconds, now.valid ? now.seconds : -1.0, timing.per_owner[i]});
+  }
   result.elapsed_seconds = std::chrono::duration<double>(Clock::now() - started).count();
   return result;
 }
@@ -402,20 +408,81 @@ std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, c
       return out;
     }
   }
-  std::vector<int> owner(g.num_nodes(), -1);
-  auto time_one = [&](const std::string& name, const Result<std::vector<Partition>>& parts) {
-    if (!parts.ok()) return out.push_back({name, Cost::invalid(parts.status().message())});
-    auto t = time_partitions(g, *parts, inputs, options, owner, 0);
-    out.push_back({name, t.ok() ? t->total : Cost::invalid(t.status().message())});
+  // Every placement is compiled first, then they take turns, a block of runs (about 50 ms) each
+  // per round, until each has its minimum runs and time: a machine that slows down or speeds up
+  // meanwhile (shared machines do, within seconds) then shifts them all alike instead of
+  // whichever ran at the time. A block of quick runs starts with an untimed one: the previous
+  // placement's thread runtime (OpenMP, pthreadpool) keeps spinning for a moment after its last
+  // run, which the first run after the switch would pay for.
+  struct Timed {
+    std::string name;
+    std::optional<GraphExecutor> exec;
+    BufferPool buffers;
+    std::vector<double> times;
+    double total = 0;
+    std::string error;
   };
-  if (plan) time_one("plan", place_by_plan(g, *plan));
+  std::vector<std::unique_ptr<Timed>> timed;
+  auto add = [&](const std::string& name, const Result<std::vector<Partition>>& parts) {
+    auto t = std::make_unique<Timed>();
+    t->name = name;
+    if (!parts.ok()) {
+      t->error = parts.status().message();
+    } else {
+      CompileOptions copts;
+      copts.threads = options.threads;
+      auto exec = GraphExecutor::create(g, *parts, copts);
+      if (exec.ok()) t->exec.emplace(std::move(*exec));
+      else t->error = exec.status().message();
+    }
+    timed.push_back(std::move(t));
+  };
+  if (plan) add("plan", place_by_plan(g, *plan));
   for (const Backend* b : all_backends()) {
     if (b == &ref_backend()) {
-      if (with_ref) time_one("ref", std::vector<Partition>{});
+      if (with_ref) add("ref", std::vector<Partition>{});
     } else if (b->available().ok()) {
-      time_one(b->name(), place_on_backend(g, *b));
+      add(b->name(), place_on_backend(g, *b));
     }
   }
+  ThreadPool pool(options.threads);
+  auto run_once = [&](Timed& t) {
+    RunStats stats;
+    auto got = t.exec->run(inputs, {}, t.buffers, &pool, stats);
+    if (!got.ok()) {
+      t.error = "running the plan: " + got.status().message();
+      t.exec.reset();
+      return;
+    }
+    for (Tensor& out_tensor : *got) t.buffers.detach(out_tensor);
+  };
+  for (int i = 0; i < options.warmup_runs; ++i)
+    for (auto& t : timed)
+      if (t->exec) run_once(*t);
+  auto wants_more = [&](const Timed& t) {
+    const int n = static_cast<int>(t.times.size());
+    return t.exec && n < options.max_runs && (n < options.min_runs || t.total < options.min_total_seconds);
+  };
+  constexpr double kBlockSeconds = 0.05;
+  for (bool more = true; more;) {
+    more = false;
+    for (auto& t : timed) {
+      if (!wants_more(*t)) continue;
+      more = true;
+      if (t->times.empty() || t->times.back() < kBlockSeconds) run_once(*t);
+      for (double block = 0; t->exec && wants_more(*t) && block < kBlockSeconds;) {
+        auto t0 = Clock::now();
+        run_once(*t);
+        if (!t->exec) break;
+        const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+        t->times.push_back(seconds);
+        t->total += seconds;
+        block += seconds;
+      }
+    }
+  }
+  for (auto& t : timed)
+    out.push_back({t->name, t->exec ? median_cost(t->times) : Cost::invalid(t->error)});
   return out;
 }
 

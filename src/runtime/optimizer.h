@@ -54,8 +54,11 @@ struct OptimizeOptions {
 
 // A partition of the plan as it ran inside the whole plan.
 struct PartitionTiming {
-  double isolated_seconds = -1;  // measured alone (the prediction's part)
-  double in_plan_seconds = 0;    // median over the end-to-end runs
+  double stored_seconds = -1;    // the cost the search used (from the cost database or this run)
+  // Measured alone once more right after the end-to-end runs (-1: could not be): the cost
+  // database may hold a time taken while the machine was busier or quieter than now.
+  double isolated_seconds = -1;
+  double in_plan_seconds = 0;  // median over the end-to-end runs
 };
 
 // One search over a set of backends, its plan measured end to end. Backends whose kernels run on
@@ -97,7 +100,8 @@ struct PlacementTiming {
 };
 
 // Times every available backend's single-backend placement (that backend plus ref for the rest;
-// "ref" alone too, unless !with_ref) and `plan` when given, side by side in one process, on the same inputs.
+// "ref" alone too, unless !with_ref) and `plan` when given, side by side in one process, on the same inputs:
+// all compiled first, then taking turns in blocks of runs (options' warm-up, minimum runs and time per placement).
 // Seeded random inputs for those not in `inputs`.
 std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, const std::map<std::string, Tensor>& inputs,
                                              const MeasureOptions& options, uint64_t seed = 1, bool with_ref = true);

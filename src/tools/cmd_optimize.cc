@@ -140,6 +140,7 @@ int run_optimize(const OptimizeFlags& o) {
     if (!o.quiet && !o.json) std::fprintf(stderr, "timing the single-backend placements for comparison...\n");
     MeasureOptions m;
     m.threads = o.threads;
+    m.min_total_seconds = 0.25;  // the quick placements get more runs; slow ones their 3
     placements = time_placements(g, &plan, *inputs, m, 1, /*with_ref=*/false);  // ref never wins
   }
   OptimizeSummary summary = summarize_optimization(g, *result, placements);

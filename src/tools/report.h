@@ -12,11 +12,16 @@ namespace tessera {
 
 struct OptimizeSummary {
   double predicted_seconds = 0, measured_seconds = 0, noise_seconds = 0, transition_seconds = 0;
-  // |measured - predicted| / measured; above 15% the interacting partitions are listed.
+  // |measured - predicted| / measured.
   double prediction_error = 0;
+  // The prediction again with each partition's time alone measured anew after the end-to-end runs
+  // (the stored one where that failed), and its error: a difference from the prediction is drift
+  // of the machine since the costs were stored, not interaction. Above 15% the interacting
+  // partitions are listed.
+  double remeasured_seconds = 0, remeasured_error = 0;
   std::string best_single;  // the fastest single-backend placement ("" when not timed)
   double best_single_seconds = 0;
-  double speedup = 0;  // best_single_seconds / measured_seconds
+  double speedup = 0;  // best_single_seconds / the plan's time, both from the placements timed in turn
   std::map<std::string, std::pair<int, int>> per_backend;  // name -> (partitions, nodes)
   // Plan partitions (indices) whose time inside the whole plan differs from their time alone by
   // more than 15% and 2% of the total: the ones that interact (caches, threads).

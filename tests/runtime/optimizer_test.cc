@@ -200,7 +200,12 @@ TEST(Optimizer, PlansMeasuresOnceAndReplays) {
   EXPECT_GT(first->measured, 0);
   EXPECT_TRUE(first->search.optimal);
   EXPECT_GT(first->plan.measured_seconds, 0);
-  EXPECT_EQ(first->timings.size(), first->plan.partitions.size());
+  ASSERT_EQ(first->timings.size(), first->plan.partitions.size());
+  for (size_t i = 0; i < first->timings.size(); ++i) {
+    // The cost the search used, and the partition measured alone again after the end-to-end runs.
+    EXPECT_DOUBLE_EQ(first->timings[i].stored_seconds, first->plan.partitions[i].seconds);
+    EXPECT_GT(first->timings[i].isolated_seconds, 0) << first->plan.partitions[i].label;
+  }
   std::vector<int> covered(t.g.num_nodes(), 0);
   for (const PlanPartition& p : first->plan.partitions)
     for (int n : p.nodes) ++covered[n];
@@ -211,6 +216,7 @@ TEST(Optimizer, PlansMeasuresOnceAndReplays) {
   ASSERT_TRUE(second.ok()) << second.status().to_string();
   EXPECT_EQ(second->measured, 0);
   EXPECT_GT(second->cache_hits, 0);
+  for (const PartitionTiming& timing : second->timings) EXPECT_GT(timing.isolated_seconds, 0);
 
   // The plan, through JSON and a Session, computes what the reference kernels compute.
   auto plan = plan_from_json(plan_to_json(first->plan));
@@ -265,6 +271,18 @@ TEST(Optimizer, SingleBackendPlacementsAreTimedSideBySide) {
     EXPECT_TRUE(r.cost.valid) << r.name << ": " << r.cost.reason;
     EXPECT_GT(r.cost.seconds, 0) << r.name;
   }
+  // A plan that cannot be placed is a row with the reason; the others are still timed.
+  Plan bad;
+  bad.model_hash = graph_hash(t.g);
+  std::vector<int> all(t.g.num_nodes());
+  for (int n = 0; n < t.g.num_nodes(); ++n) all[n] = n;
+  bad.partitions.push_back({"tpu", all, "all", "host", -1, 0});
+  auto with_plan = time_placements(t.g, &bad, named_inputs(t), quick());
+  ASSERT_EQ(with_plan.size(), rows.size() + 1);
+  EXPECT_EQ(with_plan.front().name, "plan");
+  EXPECT_FALSE(with_plan.front().cost.valid);
+  EXPECT_NE(with_plan.front().cost.reason.find("tpu"), std::string::npos) << with_plan.front().cost.reason;
+  for (size_t i = 1; i < with_plan.size(); ++i) EXPECT_TRUE(with_plan[i].cost.valid) << with_plan[i].name;
 }
 
 }  // namespace
