@@ -96,7 +96,7 @@ OptimizeSummary summarize_optimization(const Graph& g, const OptimizeResult& r,
     s.prediction_error = std::fabs(s.measured_seconds - s.predicted_seconds) / s.measured_seconds;
     s.remeasured_error = std::fabs(s.measured_seconds - s.remeasured_seconds) / s.measured_seconds;
   }
-  // The plan as timed among the placements (run by run in turn with them), else end to end above.
+  // The plan as timed among the placements (in turns with them), else end to end above.
   double plan_seconds = s.measured_seconds;
   for (const PlacementTiming& t : placements) {
     if (!t.cost.valid) continue;
