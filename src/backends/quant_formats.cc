@@ -137,61 +137,68 @@ BlockQ8_0 q8_0r_block(const void* row, int64_t b) {
 }
 
 namespace {
-// Rows of Block (32 values each) to panels of 16: put(panel block, i, row i's block) fills row i's
-// share of one panel block.
-template <class Block, class PanelBlock, class Put>
+// Rows of Block (32 values each) to panels of 16: put(block's quants, its scales, i, row i's block)
+// fills row i's share of one panel block.
+template <class Block, class Quants, class Put>
 void repack_to_panels(void* matrix, int64_t rows, int64_t k, Put put) {
   TESSERA_CHECK(rows % kPanelRows == 0 && k % 32 == 0, "panels hold 16 whole rows of 32-blocks");
-  const int64_t blocks = k / 32;
+  const int64_t blocks = k / 32, panel_bytes = kPanelRows * blocks * int64_t{sizeof(Block)};
   std::vector<Block> rows_aside(static_cast<size_t>(kPanelRows * blocks));
   for (int64_t p = 0; p < rows / kPanelRows; ++p) {
-    auto* panel = static_cast<PanelBlock*>(matrix) + p * blocks;
+    auto* panel = static_cast<uint8_t*>(matrix) + p * panel_bytes;
     std::memcpy(rows_aside.data(), panel, rows_aside.size() * sizeof(Block));  // the same bytes
     for (int64_t b = 0; b < blocks; ++b) {
-      for (int i = 0; i < kPanelRows; ++i) put(panel[b], i, rows_aside[i * blocks + b]);
+      const PanelBlockOffsets at = panel_block_offsets(b, blocks, sizeof(Quants));
+      auto& quants = *reinterpret_cast<Quants*>(panel + at.quants);
+      auto& scales = *reinterpret_cast<PanelScales*>(panel + at.scales);
+      for (int i = 0; i < kPanelRows; ++i) put(quants, scales, i, rows_aside[i * blocks + b]);
     }
   }
 }
 }  // namespace
 
 void repack_q4_0_to_q4_0c(void* matrix, int64_t rows, int64_t k) {
-  repack_to_panels<BlockQ4_0, BlockQ4_0x16>(matrix, rows, k, [](BlockQ4_0x16& out, int i, const BlockQ4_0& in) {
-    out.d[i] = in.d;
-    for (int m = 0; m < 4; ++m) std::memcpy(out.qs[m][i], in.qs + 4 * m, 4);
-  });
+  repack_to_panels<BlockQ4_0, PanelQuantsQ4_0>(
+      matrix, rows, k, [](PanelQuantsQ4_0& out, PanelScales& d, int i, const BlockQ4_0& in) {
+        d[i] = in.d;
+        for (int m = 0; m < 4; ++m) std::memcpy(out.qs[m][i], in.qs + 4 * m, 4);
+      });
 }
 
 void repack_q8_0_to_q8_0c(void* matrix, int64_t rows, int64_t k) {
-  repack_to_panels<BlockQ8_0, BlockQ8_0x16>(matrix, rows, k, [](BlockQ8_0x16& out, int i, const BlockQ8_0& in) {
-    out.d[i] = in.d;
-    for (int e = 0; e < kQK8_0; ++e) out.qs[e / 4][i][e % 4] = static_cast<uint8_t>(in.qs[e] + 128);
-  });
+  repack_to_panels<BlockQ8_0, PanelQuantsQ8_0>(
+      matrix, rows, k, [](PanelQuantsQ8_0& out, PanelScales& d, int i, const BlockQ8_0& in) {
+        d[i] = in.d;
+        for (int e = 0; e < kQK8_0; ++e) out.qs[e / 4][i][e % 4] = static_cast<uint8_t>(in.qs[e] + 128);
+      });
 }
 
 namespace {
-// Block b of `row` in a panel matrix of k columns: the panel block that holds it, and the row's
-// lane in it (Q4_0 and Q8_0 blocks both hold kQK4_0 = kQK8_0 = 32 values).
-template <class Panel>
-const Panel& panel_block(const void* matrix, int64_t k, int64_t row, int64_t b, int64_t& lane) {
+// Block b of `row` in a panel matrix of k columns (Q4_0 and Q8_0 blocks both hold kQK4_0 = kQK8_0
+// = 32 values): its quants and scales in the panel that holds the row, and the row's lane in them.
+template <class Block, class Quants>
+const Quants& panel_block(const void* matrix, int64_t k, int64_t row, int64_t b, uint16_t& d, int64_t& lane) {
+  const int64_t blocks = k / kQK4_0;
+  const auto* panel = static_cast<const uint8_t*>(matrix) + row / kPanelRows * kPanelRows * blocks * int64_t{sizeof(Block)};
+  const PanelBlockOffsets at = panel_block_offsets(b, blocks, sizeof(Quants));
   lane = row % kPanelRows;
-  return static_cast<const Panel*>(matrix)[row / kPanelRows * (k / kQK4_0) + b];
+  d = (*reinterpret_cast<const PanelScales*>(panel + at.scales))[lane];
+  return *reinterpret_cast<const Quants*>(panel + at.quants);
 }
 }  // namespace
 
 BlockQ8_0 q8_0c_block(const void* matrix, int64_t k, int64_t row, int64_t b) {
   int64_t i = 0;
-  const auto& g = panel_block<BlockQ8_0x16>(matrix, k, row, b, i);
   BlockQ8_0 block;
-  block.d = g.d[i];
+  const auto& g = panel_block<BlockQ8_0, PanelQuantsQ8_0>(matrix, k, row, b, block.d, i);
   for (int e = 0; e < kQK8_0; ++e) block.qs[e] = static_cast<int8_t>(g.qs[e / 4][i][e % 4] - 128);
   return block;
 }
 
 BlockQ4_0 q4_0c_block(const void* matrix, int64_t k, int64_t row, int64_t b) {
   int64_t i = 0;
-  const auto& g = panel_block<BlockQ4_0x16>(matrix, k, row, b, i);
   BlockQ4_0 block;
-  block.d = g.d[i];
+  const auto& g = panel_block<BlockQ4_0, PanelQuantsQ4_0>(matrix, k, row, b, block.d, i);
   for (int m = 0; m < 4; ++m) std::memcpy(block.qs + 4 * m, g.qs[m][i], 4);
   return block;
 }

@@ -382,18 +382,26 @@ TEST(QuantFormatsRegrouped, PanelTypesHoldTheSameRowsAsTheirRowTypes) {
         dequantize_weight_row(row_type, plain.data(), r, k, got.data());
         EXPECT_EQ(std::vector<float>(want.begin() + r * k, want.begin() + (r + 1) * k), got) << r;
       }
-      // Panel 1 (when there is one), block 1, load 2, lane 5: row 21's quant bytes 8..11.
-      if (rows >= 32 && blocks >= 2) {
-        const uint8_t* row21 = plain.data() + 21 * rb + 1 * bb;
-        if (q4) {
-          const auto* panel = reinterpret_cast<const BlockQ4_0x16*>(c.data()) + 1 * blocks;
-          EXPECT_EQ(0, std::memcmp(panel[1].qs[2][5], row21 + 2 + 8, 4));
-          EXPECT_EQ(0, std::memcmp(&panel[1].d[5], row21, 2));
-        } else {
-          const auto* panel = reinterpret_cast<const BlockQ8_0x16*>(c.data()) + 1 * blocks;
-          for (int e = 0; e < 4; ++e) EXPECT_EQ(panel[1].qs[2][5][e], static_cast<uint8_t>(row21[2 + 8 + e] + 128));
-          EXPECT_EQ(0, std::memcmp(&panel[1].d[5], row21, 2));
+      // Where the bytes sit, written out by hand: blocks in pairs, the pair's quants (QS bytes per
+      // block) and then its scales (32 bytes per block), an odd last block alone.
+      const int64_t qs_bytes = q4 ? 256 : 512, panel_bytes = 16 * rb;
+      auto expect_at = [&](int64_t row, int64_t b, int64_t quants, int64_t scales) {
+        SCOPED_TRACE("row " + std::to_string(row) + ", block " + std::to_string(b));
+        const uint8_t* orig = plain.data() + row * rb + b * bb;
+        const uint8_t* panel = c.data() + row / 16 * panel_bytes;
+        const int lane = static_cast<int>(row % 16);
+        EXPECT_EQ(0, std::memcmp(panel + scales + 2 * lane, orig, 2));
+        // Load 2, the row's lane: its quant bytes 8..11 (q8_0c: as q + 128).
+        const uint8_t* got4 = panel + quants + 2 * 64 + 4 * lane;
+        for (int e = 0; e < 4; ++e) {
+          EXPECT_EQ(got4[e], q4 ? orig[2 + 8 + e] : static_cast<uint8_t>(orig[2 + 8 + e] + 128));
         }
+      };
+      if (rows >= 32 && blocks >= 2) expect_at(21, 1, qs_bytes, 2 * qs_bytes + 32);
+      if (blocks >= 3) expect_at(rows - 1, 2, 2 * (qs_bytes + 32), 2 * (qs_bytes + 32) + (blocks >= 4 ? 2 : 1) * qs_bytes);
+      // With k a multiple of 64 every block's quants start on a 64-byte line.
+      if (k % 64 == 0) {
+        for (int64_t b = 0; b < blocks; ++b) EXPECT_EQ(0, panel_block_offsets(b, blocks, qs_bytes).quants % 64) << b;
       }
     }
   }

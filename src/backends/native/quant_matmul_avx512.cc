@@ -340,7 +340,7 @@ void grouped_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
   }
 }
 
-// --- Q4_0C / Q8_0C weights: 16-row column panels (quant::BlockQ4_0x16, BlockQ8_0x16) ---
+// --- Q4_0C / Q8_0C weights: 16-row column panels (quant::PanelQuantsQ4_0, PanelQuantsQ8_0) ---
 // One 64-byte load holds four quant bytes of each of 16 weight rows, one row per 32-bit lane
 // (Q4_0C: as nibbles, low then high); vpdpbusd multiplies it with four activation bytes
 // broadcast to every lane. Operand u = 0..7 of a 32-block pairs with activations 4u..4u+3. A
@@ -350,8 +350,8 @@ void grouped_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
 // regrouped activations hold the int32 start value -c x (sum of the block's quants) that makes the
 // unsigned weights q - c (c = 8 for Q4_0's nibbles, 128 for Q8_0C's q + 128).
 template <QType T>
-constexpr int64_t kPanelBlockBytes =
-    T == QType::kQ4_0C ? sizeof(quant::BlockQ4_0x16) : sizeof(quant::BlockQ8_0x16);
+constexpr int64_t kPanelQuantBytes =
+    T == QType::kQ4_0C ? sizeof(quant::PanelQuantsQ4_0) : sizeof(quant::PanelQuantsQ8_0);
 
 void column_starts(const Problem& p, int64_t r0, int64_t r1, uint8_t* xr, int64_t ldxr) {
   const int64_t blocks = p.k / quant::kQK4_0;
@@ -368,9 +368,9 @@ void column_starts(const Problem& p, int64_t r0, int64_t r1, uint8_t* xr, int64_
 // Activation rows [t0, t0 + R) x output features [j0, j0 + 16 P); w0 is the panel of feature j0.
 template <QType T, int R, int P>
 void column_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
-  constexpr int64_t kBlockBytes = kPanelBlockBytes<T>;
+  constexpr int64_t kQuantBytes = kPanelQuantBytes<T>;
   const int64_t blocks = p.k / quant::kQK4_0;
-  const int64_t panel_bytes = blocks * kBlockBytes;
+  const int64_t panel_bytes = quant::kPanelRows * p.w_row_bytes;
   [[maybe_unused]] const __m512i nibble = _mm512_set1_epi8(0x0F);
   __m512 acc[R][P];
   QMM_UNROLL for (int r = 0; r < R; ++r) {
@@ -385,19 +385,22 @@ void column_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
     starts[r] = reinterpret_cast<const int32_t*>(p.xr + (t0 + r) * p.ldxr);
   }
   for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* blk[P];
-    QMM_UNROLL for (int q = 0; q < P; ++q) blk[q] = w0 + q * panel_bytes + b * kBlockBytes;
+    const quant::PanelBlockOffsets at = quant::panel_block_offsets(b, blocks, kQuantBytes);
+    const uint8_t* quants[P];
+    QMM_UNROLL for (int q = 0; q < P; ++q) quants[q] = w0 + q * panel_bytes + at.quants;
+    // The block's quant lines and (every line count rounds up) its share of the scales' line.
+    constexpr int kLines = kQuantBytes / 64 + 1;
     if (p.rows == 1) {
       // Decode walks the panels in order: one stream per thread, fetched a fixed distance ahead.
-      QMM_UNROLL for (int line = 0; line <= kBlockBytes / 64; ++line) {
-        _mm_prefetch(reinterpret_cast<const char*>(blk[0] + kSequentialAhead + 64 * line), _MM_HINT_T0);
+      QMM_UNROLL for (int line = 0; line < kLines; ++line) {
+        _mm_prefetch(reinterpret_cast<const char*>(quants[0] + kSequentialAhead + 64 * line), _MM_HINT_T0);
       }
     } else if (t0 == 0) {
       // The first row tile brings the panels in from memory, later ones find them in L2: it also
       // fetches the same block of the next tile's panels (they follow these in memory).
       QMM_UNROLL for (int q = 0; q < P; ++q) {
-        QMM_UNROLL for (int line = 0; line <= kBlockBytes / 64; ++line) {
-          _mm_prefetch(reinterpret_cast<const char*>(blk[q] + P * panel_bytes + 64 * line), _MM_HINT_T0);
+        QMM_UNROLL for (int line = 0; line < kLines; ++line) {
+          _mm_prefetch(reinterpret_cast<const char*>(quants[q] + P * panel_bytes + 64 * line), _MM_HINT_T0);
         }
       }
     }
@@ -409,14 +412,13 @@ void column_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
     QMM_UNROLL for (int m = 0; m < 4; ++m) {
       __m512i lo[P], hi[P];  // operands m and m + 4
       QMM_UNROLL for (int q = 0; q < P; ++q) {
-        const uint8_t* quants = blk[q] + 2 * quant::kPanelRows;
         if constexpr (T == QType::kQ4_0C) {
-          const __m512i w = _mm512_loadu_si512(quants + 64 * m);
+          const __m512i w = _mm512_loadu_si512(quants[q] + 64 * m);
           lo[q] = _mm512_and_si512(w, nibble);
           hi[q] = _mm512_and_si512(_mm512_srli_epi16(w, 4), nibble);
         } else {
-          lo[q] = _mm512_loadu_si512(quants + 64 * m);
-          hi[q] = _mm512_loadu_si512(quants + 64 * (m + 4));
+          lo[q] = _mm512_loadu_si512(quants[q] + 64 * m);
+          hi[q] = _mm512_loadu_si512(quants[q] + 64 * (m + 4));
         }
       }
       QMM_UNROLL for (int r = 0; r < R; ++r) {
@@ -430,7 +432,8 @@ void column_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
       }
     }
     QMM_UNROLL for (int q = 0; q < P; ++q) {
-      const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[q])));
+      const __m512 ws = _mm512_cvtph_ps(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + q * panel_bytes + at.scales)));
       QMM_UNROLL for (int r = 0; r < R; ++r) {
         acc[r][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r][q]), _mm512_mul_ps(_mm512_set1_ps(xd[r][b]), ws), acc[r][q]);
       }
