@@ -142,16 +142,17 @@ namespace {
 template <class Block, class Quants, class Put>
 void repack_to_panels(void* matrix, int64_t rows, int64_t k, Put put) {
   TESSERA_CHECK(rows % kPanelRows == 0 && k % 32 == 0, "panels hold 16 whole rows of 32-blocks");
-  const int64_t blocks = k / 32, panel_bytes = kPanelRows * blocks * int64_t{sizeof(Block)};
-  std::vector<Block> rows_aside(static_cast<size_t>(kPanelRows * blocks));
-  for (int64_t p = 0; p < rows / kPanelRows; ++p) {
-    auto* panel = static_cast<uint8_t*>(matrix) + p * panel_bytes;
-    std::memcpy(rows_aside.data(), panel, rows_aside.size() * sizeof(Block));  // the same bytes
+  const int64_t blocks = k / 32, panels = rows / kPanelRows;
+  // Panels are not contiguous (segments of every panel follow each other): the rows are read from
+  // a copy of the whole matrix.
+  const std::vector<Block> rows_aside(static_cast<const Block*>(matrix), static_cast<const Block*>(matrix) + rows * blocks);
+  auto* out = static_cast<uint8_t*>(matrix);
+  for (int64_t p = 0; p < panels; ++p) {
     for (int64_t b = 0; b < blocks; ++b) {
-      const PanelBlockOffsets at = panel_block_offsets(b, blocks, sizeof(Quants));
-      auto& quants = *reinterpret_cast<Quants*>(panel + at.quants);
-      auto& scales = *reinterpret_cast<PanelScales*>(panel + at.scales);
-      for (int i = 0; i < kPanelRows; ++i) put(quants, scales, i, rows_aside[i * blocks + b]);
+      const PanelBlockOffsets at = panel_block_offsets(p, b, panels, blocks, sizeof(Quants));
+      auto& quants = *reinterpret_cast<Quants*>(out + at.quants);
+      auto& scales = *reinterpret_cast<PanelScales*>(out + at.scales);
+      for (int i = 0; i < kPanelRows; ++i) put(quants, scales, i, rows_aside[(p * kPanelRows + i) * blocks + b]);
     }
   }
 }
@@ -174,44 +175,45 @@ void repack_q8_0_to_q8_0c(void* matrix, int64_t rows, int64_t k) {
 }
 
 namespace {
-// Block b of `row` in a panel matrix of k columns (Q4_0 and Q8_0 blocks both hold kQK4_0 = kQK8_0
+// Block b of `row` in a panel matrix of `rows` x k (Q4_0 and Q8_0 blocks both hold kQK4_0 = kQK8_0
 // = 32 values): its quants and scales in the panel that holds the row, and the row's lane in them.
 template <class Block, class Quants>
-const Quants& panel_block(const void* matrix, int64_t k, int64_t row, int64_t b, uint16_t& d, int64_t& lane) {
-  const int64_t blocks = k / kQK4_0;
-  const auto* panel = static_cast<const uint8_t*>(matrix) + row / kPanelRows * kPanelRows * blocks * int64_t{sizeof(Block)};
-  const PanelBlockOffsets at = panel_block_offsets(b, blocks, sizeof(Quants));
+const Quants& panel_block(const void* matrix, int64_t rows, int64_t k, int64_t row, int64_t b, uint16_t& d,
+                          int64_t& lane) {
+  const int64_t blocks = k / kQK4_0, panels = rows / kPanelRows;
   lane = row % kPanelRows;
-  d = (*reinterpret_cast<const PanelScales*>(panel + at.scales))[lane];
-  return *reinterpret_cast<const Quants*>(panel + at.quants);
+  const auto* base = static_cast<const uint8_t*>(matrix);
+  const PanelBlockOffsets at = panel_block_offsets(row / kPanelRows, b, panels, blocks, sizeof(Quants));
+  d = (*reinterpret_cast<const PanelScales*>(base + at.scales))[lane];
+  return *reinterpret_cast<const Quants*>(base + at.quants);
 }
 }  // namespace
 
-BlockQ8_0 q8_0c_block(const void* matrix, int64_t k, int64_t row, int64_t b) {
+BlockQ8_0 q8_0c_block(const void* matrix, int64_t rows, int64_t k, int64_t row, int64_t b) {
   int64_t i = 0;
   BlockQ8_0 block;
-  const auto& g = panel_block<BlockQ8_0, PanelQuantsQ8_0>(matrix, k, row, b, block.d, i);
+  const auto& g = panel_block<BlockQ8_0, PanelQuantsQ8_0>(matrix, rows, k, row, b, block.d, i);
   for (int e = 0; e < kQK8_0; ++e) block.qs[e] = static_cast<int8_t>(g.qs[e / 4][i][e % 4] - 128);
   return block;
 }
 
-BlockQ4_0 q4_0c_block(const void* matrix, int64_t k, int64_t row, int64_t b) {
+BlockQ4_0 q4_0c_block(const void* matrix, int64_t rows, int64_t k, int64_t row, int64_t b) {
   int64_t i = 0;
   BlockQ4_0 block;
-  const auto& g = panel_block<BlockQ4_0, PanelQuantsQ4_0>(matrix, k, row, b, block.d, i);
+  const auto& g = panel_block<BlockQ4_0, PanelQuantsQ4_0>(matrix, rows, k, row, b, block.d, i);
   for (int m = 0; m < 4; ++m) std::memcpy(block.qs + 4 * m, g.qs[m][i], 4);
   return block;
 }
 
-void dequantize_weight_row(QType t, const void* matrix, int64_t row, int64_t cols, float* dst) {
+void dequantize_weight_row(QType t, const void* matrix, int64_t rows, int64_t row, int64_t cols, float* dst) {
   if (t == QType::kQ4_0C) {
     for (int64_t b = 0; b < cols / kQK4_0; ++b) {
-      const BlockQ4_0 block = q4_0c_block(matrix, cols, row, b);
+      const BlockQ4_0 block = q4_0c_block(matrix, rows, cols, row, b);
       dequantize_q4_0(&block, kQK4_0, dst + b * kQK4_0);
     }
   } else if (t == QType::kQ8_0C) {
     for (int64_t b = 0; b < cols / kQK8_0; ++b) {
-      const BlockQ8_0 block = q8_0c_block(matrix, cols, row, b);
+      const BlockQ8_0 block = q8_0c_block(matrix, rows, cols, row, b);
       dequantize_q8_0(&block, kQK8_0, dst + b * kQK8_0);
     }
   } else {

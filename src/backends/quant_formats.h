@@ -88,17 +88,24 @@ void repack_q8_0_to_q8_0r(const void* src, int64_t n, void* dst);
 // Block b (of 32 values) of a BlockQ8_0x4 row as a Q8_0 block.
 BlockQ8_0 q8_0r_block(const void* row, int64_t b);
 
-// Q4_0C: a matrix of Q4_0 rows (a multiple of 16) stored as panels of 16 rows. Panel p holds
-// rows 16p..16p+15 in the bytes those rows had (16 x row_bytes). Per block index b, the 16 rows'
-// quant bytes 4 at a time (PanelQuantsQ4_0), so that one 64-byte load puts four bytes of each row
-// in its 32-bit lane (load m, lane i: row i's qs[4m..4m+3]), and the 16 rows' fp16 scales. The
-// AVX-512 kernel multiplies such a load with four activation bytes broadcast to every lane: one
-// instruction, 16 output features, and no per-row shuffles. Blocks go in pairs: the quants of
-// blocks 2g and 2g + 1, then their scales (panel_block_offsets; an odd last block stands alone),
-// so that with k a multiple of 64 every quant load is 64-byte aligned (a load that straddles two
-// cache lines slowed the memory-bound decode by about 10%). A row is not contiguous: read rows with
-// dequantize_weight_row or q4_0c_block.
+// Q4_0C: a matrix of Q4_0 rows (a multiple of 16) stored as panels of 16 rows, in the bytes the
+// rows had. Per block index b, a panel holds the 16 rows' quant bytes 4 at a time
+// (PanelQuantsQ4_0), so that one 64-byte load puts four bytes of each row in its 32-bit lane (load
+// m, lane i: row i's qs[4m..4m+3]), and the 16 rows' fp16 scales. The AVX-512 kernel multiplies
+// such a load with four activation bytes broadcast to every lane: one instruction, 16 output
+// features, and no per-row shuffles. Where the bytes go (panel_block_offsets):
+//  - k is cut into segments of kPanelSegmentBlocks blocks (the last one may be shorter), and the
+//    matrix stores segment after segment, each holding its piece of every panel, panel after panel.
+//    Decode (one activation row) walks the pieces of one segment across its panels, so the
+//    segment's activations (2 KiB) stay in L1 while the weights stream past; with whole panels
+//    in a row, the ~50 KiB of a k = 5632 panel between two uses of an activation evicted it (16%
+//    slower).
+//  - Inside a piece, blocks go in pairs: the quants of blocks 2g and 2g + 1, then their scales (an
+//    odd last block stands alone), so that with k a multiple of 64 every quant load is 64-byte
+//    aligned (a load that straddles two cache lines slowed the decode by about 10%).
+// A row is not contiguous: read rows with dequantize_weight_row or q4_0c_block.
 constexpr int kPanelRows = 16;
+constexpr int64_t kPanelSegmentBlocks = 64;  // even: the pairs of a piece stay aligned
 struct PanelQuantsQ4_0 {
   uint8_t qs[4][kPanelRows][4];  // qs[m][i] = row i's qs[4m..4m+3]
 };
@@ -110,29 +117,37 @@ struct PanelQuantsQ8_0 {
 using PanelScales = uint16_t[kPanelRows];
 static_assert(sizeof(PanelQuantsQ4_0) + sizeof(PanelScales) == kPanelRows * sizeof(BlockQ4_0));
 static_assert(sizeof(PanelQuantsQ8_0) + sizeof(PanelScales) == kPanelRows * sizeof(BlockQ8_0));
-// Where block b's quants and scales start in a panel of `blocks` blocks whose quants take
-// quant_bytes per block (bytes from the panel's start; a panel takes 16 x row_bytes).
+// Where block b of panel `panel` keeps its quants and scales (bytes from the matrix's start), in
+// a matrix of `panels` panels of `blocks` blocks whose quants take quant_bytes per block; and
+// panel_stride, the distance to the same block of the next panel.
 struct PanelBlockOffsets {
-  int64_t quants, scales;
+  int64_t quants, scales, panel_stride;
 };
-inline PanelBlockOffsets panel_block_offsets(int64_t b, int64_t blocks, int64_t quant_bytes) {
-  const int64_t pair = b / 2, in_pair = b % 2, pair_blocks = blocks - 2 * pair >= 2 ? 2 : 1;
-  const int64_t start = pair * 2 * (quant_bytes + int64_t{sizeof(PanelScales)});
-  return {start + in_pair * quant_bytes, start + pair_blocks * quant_bytes + in_pair * int64_t{sizeof(PanelScales)}};
+inline PanelBlockOffsets panel_block_offsets(int64_t panel, int64_t b, int64_t panels, int64_t blocks,
+                                             int64_t quant_bytes) {
+  const int64_t block_bytes = quant_bytes + int64_t{sizeof(PanelScales)};
+  const int64_t segment = b / kPanelSegmentBlocks * kPanelSegmentBlocks;
+  const int64_t piece_blocks = blocks - segment < kPanelSegmentBlocks ? blocks - segment : kPanelSegmentBlocks;
+  const int64_t stride = piece_blocks * block_bytes;
+  const int64_t in_piece = b - segment, pair = in_piece / 2, in_pair = in_piece % 2;
+  const int64_t pair_blocks = piece_blocks - 2 * pair >= 2 ? 2 : 1;
+  const int64_t start = segment * block_bytes * panels + panel * stride + pair * 2 * block_bytes;
+  return {start + in_pair * quant_bytes,
+          start + pair_blocks * quant_bytes + in_pair * int64_t{sizeof(PanelScales)}, stride};
 }
 inline bool is_panel_type(QType t) { return t == QType::kQ4_0C || t == QType::kQ8_0C; }
 // Converts a Q4_0 (Q8_0) matrix of `rows` rows (a multiple of 16) of k values to Q4_0C (Q8_0C),
 // in place.
 void repack_q4_0_to_q4_0c(void* matrix, int64_t rows, int64_t k);
 void repack_q8_0_to_q8_0c(void* matrix, int64_t rows, int64_t k);
-// Block b (of 32 values) of row `row` of a Q4_0C (Q8_0C) matrix of k columns, as a Q4_0 (Q8_0)
-// block.
-BlockQ4_0 q4_0c_block(const void* matrix, int64_t k, int64_t row, int64_t b);
-BlockQ8_0 q8_0c_block(const void* matrix, int64_t k, int64_t row, int64_t b);
+// Block b (of 32 values) of row `row` of a Q4_0C (Q8_0C) matrix of `rows` rows and k columns, as
+// a Q4_0 (Q8_0) block.
+BlockQ4_0 q4_0c_block(const void* matrix, int64_t rows, int64_t k, int64_t row, int64_t b);
+BlockQ8_0 q8_0c_block(const void* matrix, int64_t rows, int64_t k, int64_t row, int64_t b);
 
-// Row `row` (of `cols` values) of a weight matrix in type t, as floats: dequantize_row on the
-// row's bytes, or for Q4_0C / Q8_0C the row gathered from its panel.
-void dequantize_weight_row(QType t, const void* matrix, int64_t row, int64_t cols, float* dst);
+// Row `row` (of `cols` values) of a weight matrix of `rows` rows in type t, as floats:
+// dequantize_row on the row's bytes, or for Q4_0C / Q8_0C the row gathered from its panel.
+void dequantize_weight_row(QType t, const void* matrix, int64_t rows, int64_t row, int64_t cols, float* dst);
 
 constexpr int kQK_K = 256;
 struct BlockQ4_K {

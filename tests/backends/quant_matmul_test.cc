@@ -65,7 +65,7 @@ Weights make_weights(QType type, int64_t n, int64_t k, Dist dist, uint32_t seed)
   }
   if (type == QType::kQ4_0C) quant::repack_q4_0_to_q4_0c(w.data.data(), n, k);
   if (type == QType::kQ8_0C) quant::repack_q8_0_to_q8_0c(w.data.data(), n, k);
-  for (int64_t j = 0; j < n; ++j) quant::dequantize_weight_row(type, w.data.data(), j, k, w.deq.data() + j * k);
+  for (int64_t j = 0; j < n; ++j) quant::dequantize_weight_row(type, w.data.data(), n, j, k, w.deq.data() + j * k);
   return w;
 }
 
@@ -148,6 +148,8 @@ TEST_P(QuantMatmulTest, MatchesReferenceOnEveryIsa) {
   std::vector<int64_t> ks = {32, 96, 256, 4096};
   if (kq) ks = {256, 512, 4096};
   if (type == QType::kQ4_0R || type == QType::kQ8_0R) ks = {128, 384, 4096};  // whole groups of four blocks
+  // Panel types: k of several 64-block segments, the last one shorter and odd.
+  if (quant::is_panel_type(type)) ks.push_back(32 * 131);
   if (type == QType::kF32 || type == QType::kF16 || type == QType::kBF16) ks.push_back(19);
   ThreadPool pool2(2);
   const Dist dists[] = {Dist::kNormal, Dist::kUniform, Dist::kOutliers, Dist::kZeroBlocks};

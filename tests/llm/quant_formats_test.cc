@@ -352,7 +352,7 @@ TEST(QuantFormatsRegrouped, PanelTypesHoldTheSameRowsAsTheirRowTypes) {
     EXPECT_EQ(row_bytes(panel_type, 256), row_bytes(row_type, 256));
     EXPECT_EQ(std::string(qtype_name(panel_type)), q4 ? "q4_0c" : "q8_0c");
     EXPECT_FALSE(qtype_from_ggml(static_cast<uint32_t>(panel_type)).has_value());
-    for (auto [rows, k] : {std::pair<int64_t, int64_t>{16, 32}, {48, 96}, {32, 2048}}) {
+    for (auto [rows, k] : {std::pair<int64_t, int64_t>{16, 32}, {48, 96}, {32, 2048}, {32, 2144}}) {
       const int64_t rb = row_bytes(row_type, k), bb = rb / (k / 32), blocks = k / 32;
       std::vector<float> x(k), want(rows * k), got(k);
       std::vector<uint8_t> plain(rows * rb);
@@ -369,39 +369,57 @@ TEST(QuantFormatsRegrouped, PanelTypesHoldTheSameRowsAsTheirRowTypes) {
         for (int64_t b = 0; b < blocks; ++b) {
           const uint8_t* orig = plain.data() + r * rb + b * bb;
           if (q4) {
-            const BlockQ4_0 back = q4_0c_block(c.data(), k, r, b);
+            const BlockQ4_0 back = q4_0c_block(c.data(), rows, k, r, b);
             ASSERT_EQ(0, std::memcmp(&back, orig, sizeof(back))) << r << "," << b;
           } else {
-            const BlockQ8_0 back = q8_0c_block(c.data(), k, r, b);
+            const BlockQ8_0 back = q8_0c_block(c.data(), rows, k, r, b);
             ASSERT_EQ(0, std::memcmp(&back, orig, sizeof(back))) << r << "," << b;
           }
         }
-        dequantize_weight_row(panel_type, c.data(), r, k, got.data());
+        dequantize_weight_row(panel_type, c.data(), rows, r, k, got.data());
         EXPECT_EQ(std::vector<float>(want.begin() + r * k, want.begin() + (r + 1) * k), got) << r;
         // Row-contiguous types read through the same call.
-        dequantize_weight_row(row_type, plain.data(), r, k, got.data());
+        dequantize_weight_row(row_type, plain.data(), rows, r, k, got.data());
         EXPECT_EQ(std::vector<float>(want.begin() + r * k, want.begin() + (r + 1) * k), got) << r;
       }
-      // Where the bytes sit, written out by hand: blocks in pairs, the pair's quants (QS bytes per
-      // block) and then its scales (32 bytes per block), an odd last block alone.
-      const int64_t qs_bytes = q4 ? 256 : 512, panel_bytes = 16 * rb;
+      // Where the bytes sit, written out by hand (offsets from the matrix's start): segments of 64
+      // blocks, each with its piece of every panel in turn; in a piece, blocks in pairs, the pair's
+      // quants (QS bytes per block) and then its scales (32 bytes per block), an odd last block
+      // alone.
+      const int64_t qs_bytes = q4 ? 256 : 512, bb16 = qs_bytes + 32;
       auto expect_at = [&](int64_t row, int64_t b, int64_t quants, int64_t scales) {
         SCOPED_TRACE("row " + std::to_string(row) + ", block " + std::to_string(b));
         const uint8_t* orig = plain.data() + row * rb + b * bb;
-        const uint8_t* panel = c.data() + row / 16 * panel_bytes;
         const int lane = static_cast<int>(row % 16);
-        EXPECT_EQ(0, std::memcmp(panel + scales + 2 * lane, orig, 2));
+        EXPECT_EQ(0, std::memcmp(c.data() + scales + 2 * lane, orig, 2));
         // Load 2, the row's lane: its quant bytes 8..11 (q8_0c: as q + 128).
-        const uint8_t* got4 = panel + quants + 2 * 64 + 4 * lane;
+        const uint8_t* got4 = c.data() + quants + 2 * 64 + 4 * lane;
         for (int e = 0; e < 4; ++e) {
           EXPECT_EQ(got4[e], q4 ? orig[2 + 8 + e] : static_cast<uint8_t>(orig[2 + 8 + e] + 128));
         }
       };
-      if (rows >= 32 && blocks >= 2) expect_at(21, 1, qs_bytes, 2 * qs_bytes + 32);
-      if (blocks >= 3) expect_at(rows - 1, 2, 2 * (qs_bytes + 32), 2 * (qs_bytes + 32) + (blocks >= 4 ? 2 : 1) * qs_bytes);
+      if (blocks <= 64) {  // one segment: panel after panel, each 16 rows' bytes
+        const int64_t panel_bytes = 16 * rb;
+        if (rows >= 32 && blocks >= 2) expect_at(21, 1, panel_bytes + qs_bytes, panel_bytes + 2 * qs_bytes + 32);
+        if (blocks >= 3) {
+          const int64_t last = (rows / 16 - 1) * panel_bytes;
+          expect_at(rows - 1, 2, last + 2 * bb16, last + 2 * bb16 + (blocks >= 4 ? 2 : 1) * qs_bytes);
+        }
+      } else {  // k = 2144, 32 rows: segment 0 holds 64 blocks of both panels, segment 1 three
+        ASSERT_EQ(blocks, 67);
+        ASSERT_EQ(rows, 32);
+        expect_at(3, 64, 128 * bb16, 128 * bb16 + 2 * qs_bytes);               // panel 0, pair 0
+        expect_at(21, 65, 131 * bb16 + qs_bytes, 131 * bb16 + 2 * qs_bytes + 32);  // panel 1, pair 0
+        expect_at(31, 66, 133 * bb16, 133 * bb16 + qs_bytes);                   // panel 1, odd last
+        expect_at(21, 1, 64 * bb16 + qs_bytes, 64 * bb16 + 2 * qs_bytes + 32);    // panel 1, segment 0
+      }
       // With k a multiple of 64 every block's quants start on a 64-byte line.
       if (k % 64 == 0) {
-        for (int64_t b = 0; b < blocks; ++b) EXPECT_EQ(0, panel_block_offsets(b, blocks, qs_bytes).quants % 64) << b;
+        for (int64_t panel = 0; panel < rows / 16; ++panel) {
+          for (int64_t b = 0; b < blocks; ++b) {
+            EXPECT_EQ(0, panel_block_offsets(panel, b, rows / 16, blocks, qs_bytes).quants % 64) << panel << "," << b;
+          }
+        }
       }
     }
   }

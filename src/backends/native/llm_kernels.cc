@@ -78,7 +78,7 @@ class EmbeddingKernel final : public LlmKernel {
     outputs[0] = ctx.alloc.allocate_uninitialized(DType::kFloat32, {rows, dim});
     float* y = outputs[0].data<float>();
     for_rows(ctx.pool, rows, 8, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) quant::dequantize_weight_row(qt, table.raw_data(), ids.data<int32_t>()[t], dim, y + t * dim);
+      for (int64_t t = t0; t < t1; ++t) quant::dequantize_weight_row(qt, table.raw_data(), table.dim(0), ids.data<int32_t>()[t], dim, y + t * dim);
     });
     return Status();
   }

@@ -101,10 +101,10 @@ void scalar_block(const Problem& p, int64_t j0, int64_t j1) {
       gathered.resize(p.w_row_bytes);
       for (int64_t b = 0; b < p.k / 32; ++b) {
         if (type == QType::kQ4_0) {
-          const quant::BlockQ4_0 block = quant::q4_0c_block(p.w, p.k, j, b);
+          const quant::BlockQ4_0 block = quant::q4_0c_block(p.w, p.n, p.k, j, b);
           std::memcpy(gathered.data() + b * sizeof(block), &block, sizeof(block));
         } else {
-          const quant::BlockQ8_0 block = quant::q8_0c_block(p.w, p.k, j, b);
+          const quant::BlockQ8_0 block = quant::q8_0c_block(p.w, p.n, p.k, j, b);
           std::memcpy(gathered.data() + b * sizeof(block), &block, sizeof(block));
         }
       }
@@ -176,13 +176,13 @@ int64_t unpack_rows_to_q8_0(const Problem& p, int64_t j0, int64_t j1, uint8_t* d
       continue;
     }
     if (p.type == QType::kQ8_0C) {
-      for (int64_t b = 0; b < blocks; ++b) out[b] = quant::q8_0c_block(p.w, p.k, j, b);
+      for (int64_t b = 0; b < blocks; ++b) out[b] = quant::q8_0c_block(p.w, p.n, p.k, j, b);
       continue;
     }
     for (int64_t b = 0; b < blocks; ++b) {
       const auto* g = reinterpret_cast<const quant::BlockQ4_0x4*>(row) + b / 4;
       quant::BlockQ4_0 q4 = reinterpret_cast<const quant::BlockQ4_0*>(row)[b];
-      if (p.type == QType::kQ4_0C) q4 = quant::q4_0c_block(p.w, p.k, j, b);
+      if (p.type == QType::kQ4_0C) q4 = quant::q4_0c_block(p.w, p.n, p.k, j, b);
       out[b].d = regrouped ? g->d[b % 4] : q4.d;
       const uint8_t* qs = regrouped ? g->qs[b % 4] : q4.qs;
       for (int i = 0; i < quant::kQK4_0 / 2; ++i) {

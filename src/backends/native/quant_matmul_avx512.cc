@@ -365,12 +365,14 @@ void column_starts(const Problem& p, int64_t r0, int64_t r1, uint8_t* xr, int64_
   }
 }
 
-// Activation rows [t0, t0 + R) x output features [j0, j0 + 16 P); w0 is the panel of feature j0.
+// Activation rows [t0, t0 + R) x output features [j0, j0 + 16 P) (panels j0 / 16 ...), over the
+// blocks [p.g_begin, p.g_end) of k (g_end <= 0: all), added to y when p.accumulate. (The panel
+// layout places every block: the TileFn's weight pointer is unused.)
 template <QType T, int R, int P>
-void column_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
+void column_tile(const Problem& p, const uint8_t*, int64_t t0, int64_t j0) {
   constexpr int64_t kQuantBytes = kPanelQuantBytes<T>;
-  const int64_t blocks = p.k / quant::kQK4_0;
-  const int64_t panel_bytes = quant::kPanelRows * p.w_row_bytes;
+  const int64_t blocks = p.k / quant::kQK4_0, panels = p.n / quant::kPanelRows, panel0 = j0 / quant::kPanelRows;
+  const int64_t b_begin = p.g_end > 0 ? p.g_begin : 0, b_end = p.g_end > 0 ? p.g_end : blocks;
   [[maybe_unused]] const __m512i nibble = _mm512_set1_epi8(0x0F);
   __m512 acc[R][P];
   QMM_UNROLL for (int r = 0; r < R; ++r) {
@@ -384,23 +386,28 @@ void column_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
     xd[r] = p.xd + (t0 + r) * p.ldxd;
     starts[r] = reinterpret_cast<const int32_t*>(p.xr + (t0 + r) * p.ldxr);
   }
-  for (int64_t b = 0; b < blocks; ++b) {
-    const quant::PanelBlockOffsets at = quant::panel_block_offsets(b, blocks, kQuantBytes);
+  for (int64_t b = b_begin; b < b_end; ++b) {
+    const quant::PanelBlockOffsets at = quant::panel_block_offsets(panel0, b, panels, blocks, kQuantBytes);
     const uint8_t* quants[P];
-    QMM_UNROLL for (int q = 0; q < P; ++q) quants[q] = w0 + q * panel_bytes + at.quants;
+    const uint8_t* scales[P];
+    QMM_UNROLL for (int q = 0; q < P; ++q) {
+      quants[q] = p.w + at.quants + q * at.panel_stride;
+      scales[q] = p.w + at.scales + q * at.panel_stride;
+    }
     // The block's quant lines and (every line count rounds up) its share of the scales' line.
     constexpr int kLines = kQuantBytes / 64 + 1;
     if (p.rows == 1) {
-      // Decode walks the panels in order: one stream per thread, fetched a fixed distance ahead.
+      // Decode walks a segment's pieces of its panels in order: one stream per thread, fetched a
+      // fixed distance ahead.
       QMM_UNROLL for (int line = 0; line < kLines; ++line) {
         _mm_prefetch(reinterpret_cast<const char*>(quants[0] + kSequentialAhead + 64 * line), _MM_HINT_T0);
       }
     } else if (t0 == 0) {
       // The first row tile brings the panels in from memory, later ones find them in L2: it also
-      // fetches the same block of the next tile's panels (they follow these in memory).
+      // fetches the same block of the next tile's panels.
       QMM_UNROLL for (int q = 0; q < P; ++q) {
         QMM_UNROLL for (int line = 0; line < kLines; ++line) {
-          _mm_prefetch(reinterpret_cast<const char*>(quants[q] + P * panel_bytes + 64 * line), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(quants[q] + P * at.panel_stride + 64 * line), _MM_HINT_T0);
         }
       }
     }
@@ -432,8 +439,7 @@ void column_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
       }
     }
     QMM_UNROLL for (int q = 0; q < P; ++q) {
-      const __m512 ws = _mm512_cvtph_ps(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + q * panel_bytes + at.scales)));
+      const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales[q])));
       QMM_UNROLL for (int r = 0; r < R; ++r) {
         acc[r][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r][q]), _mm512_mul_ps(_mm512_set1_ps(xd[r][b]), ws), acc[r][q]);
       }
@@ -443,9 +449,14 @@ void column_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
     QMM_UNROLL for (int q = 0; q < P; ++q) {
       const int64_t j = j0 + 16 * q;
       __m512 s = acc[r][q];
+      float* y = p.y + (t0 + r) * p.ldy + j;
+      if (p.accumulate) {
+        _mm512_storeu_ps(y, _mm512_add_ps(s, _mm512_loadu_ps(y)));
+        continue;
+      }
       if (p.bias) s = _mm512_add_ps(s, _mm512_loadu_ps(p.bias + j));
       if (p.residual) s = _mm512_add_ps(s, _mm512_loadu_ps(p.residual + (t0 + r) * p.ld_residual + j));
-      _mm512_storeu_ps(p.y + (t0 + r) * p.ldy + j, s);
+      _mm512_storeu_ps(y, s);
     }
   }
 }
@@ -457,22 +468,28 @@ constexpr TileFn kQ4CTiles[kR][2] = QMM_COLUMN_TILES(QType::kQ4_0C);
 constexpr TileFn kQ8CTiles[kR][2] = QMM_COLUMN_TILES(QType::kQ8_0C);
 #undef QMM_COLUMN_TILES
 
-// Output features [j0, j1) (whole panels): decode (one row) walks single panels in order, several
-// rows run tiles of two panels (32 features) x 4 rows, all rows against one pair of panels before
-// the next, so the pair stays in L2.
+// Output features [j0, j1) (whole panels): decode (one row) walks the segments of k, each across
+// the panels one after another (the order they are stored in: see quant::panel_block_offsets),
+// adding to y after the first; several rows run tiles of two panels (32 features) x 4 rows, all
+// rows against one pair of panels before the next, so the pair stays in L2.
 void run_column_tiles(const Problem& p, const TileFn (&tiles)[kR][2], int64_t j0, int64_t j1) {
   constexpr int64_t kRows = quant::kPanelRows;
-  const int64_t panel_bytes = kRows * p.w_row_bytes;  // the 16 rows' bytes, interleaved
-  auto panel = [&](int64_t j) { return p.w + j / kRows * panel_bytes; };
   if (p.rows == 1) {
-    for (int64_t j = j0; j < j1; j += kRows) tiles[0][0](p, panel(j), 0, j);
+    const int64_t blocks = p.k / quant::kQK4_0;
+    Problem segment = p;
+    for (int64_t b = 0; b < blocks; b += quant::kPanelSegmentBlocks) {
+      segment.g_begin = b;
+      segment.g_end = std::min(blocks, b + quant::kPanelSegmentBlocks);
+      segment.accumulate = b > 0;
+      for (int64_t j = j0; j < j1; j += kRows) tiles[0][0](segment, nullptr, 0, j);
+    }
     return;
   }
   for (int64_t j = j0; j < j1;) {
     const int64_t panels = std::min<int64_t>(2, (j1 - j) / kRows);
     for (int64_t t = 0; t < p.rows; t += kR) {
       const int64_t rn = std::min<int64_t>(kR, p.rows - t);
-      tiles[rn - 1][panels - 1](p, panel(j), t, j);
+      tiles[rn - 1][panels - 1](p, nullptr, t, j);
     }
     j += panels * kRows;
   }

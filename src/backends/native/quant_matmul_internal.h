@@ -28,8 +28,9 @@ struct Problem {
   // xr + t * ldxr), or null where the kernels read xq / xd as they are.
   const uint8_t* xr;
   int64_t ldxr;
-  // Grouped (Q4_0R / Q8_0R) tiles only: the 128-value groups [g_begin, g_end) of k this pass sums
-  // (g_end <= 0: all), added to y when accumulate (a later pass: no bias or residual again).
+  // Grouped (Q4_0R / Q8_0R) and panel (Q4_0C / Q8_0C) tiles only: the 128-value groups (panels:
+  // 32-value blocks) [g_begin, g_end) of k this pass sums (g_end <= 0: all), added to y when
+  // accumulate (a later pass: no bias or residual again).
   int64_t g_begin, g_end;
   bool accumulate;
   float* y;

@@ -18,7 +18,7 @@ quant::QType qtype_of(const Node& n) {
 
 // Row r of a weight (float[rows, cols] or uint8[rows, row bytes]) as floats.
 void weight_row(const Tensor& w, quant::QType qt, int64_t r, int64_t cols, float* dst) {
-  quant::dequantize_weight_row(qt, w.raw_data(), r, cols, dst);
+  quant::dequantize_weight_row(qt, w.raw_data(), w.dim(0), r, cols, dst);
 }
 
 Status embedding(RefKernelContext& ctx) {
