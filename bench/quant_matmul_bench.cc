@@ -1,6 +1,6 @@
 // native::quant_matmul on TinyLlama's matrix shapes, per weight type (F16, Q8_0, Q4_0):
 // decode (1 activation row) in GB/s of weight bytes and as a fraction of the read bandwidth
-// measured at start (2-thread read loop over 1 GiB), rotating over weight copies totalling
+// measured at start (2-thread read loop over 1 GiB, best of 10 passes), rotating over weight copies totalling
 // > 256 MiB so that the caches do not help; batched decode (8 rows by default, a server's decode step) in
 // microseconds and as a multiple of 1 row's time; prefill (512 rows) in GFLOP/s. Median of repeats.
 //
@@ -14,6 +14,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -46,27 +47,35 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Read bandwidth: `threads` threads each sum their part of a 1 GiB buffer; best of 5 passes.
+// Sum of words [b, e): vectorized for the widest loads the CPU has (SSE2 loads alone read about
+// 20% below the bandwidth AVX-512 loads reach here, and the kernels use AVX-512).
+__attribute__((target_clones("avx512f", "avx2", "default"))) uint64_t sum_words(const uint64_t* buf, size_t b, size_t e) {
+  uint64_t s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  size_t i = b;
+  for (; i + 8 <= e; i += 8) {
+    for (int k = 0; k < 8; ++k) s[k] += buf[i + k];
+  }
+  for (; i < e; ++i) s[0] += buf[i];
+  return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+}
+
+// Read bandwidth: `threads` threads each sum their part of a 1 GiB buffer; best of 10 passes.
 double measure_read_gbps(int threads) {
   const size_t bytes = size_t{1} << 30, words = bytes / 8;
-  std::vector<uint64_t> buf(words);
-  for (size_t i = 0; i < words; i += 512) buf[i] = i;  // touch every page
+  // Page-aligned (a vector's 16-byte alignment splits every 64-byte load over two lines: ~20%
+  // slower), every word written.
+  std::unique_ptr<uint64_t[], decltype(&std::free)> buf(static_cast<uint64_t*>(std::aligned_alloc(4096, bytes)), &std::free);
+  if (!buf) return 0;
+  for (size_t i = 0; i < words; ++i) buf[i] = i;
   std::vector<uint64_t> sinks(threads * 8);
   double best = 0;
-  for (int pass = 0; pass < 5; ++pass) {
+  for (int pass = 0; pass < 10; ++pass) {
     auto t0 = Clock::now();
     std::vector<std::thread> ts;
     for (int t = 0; t < threads; ++t) {
       ts.emplace_back([&, t] {
         const size_t b = words / threads * t, e = t + 1 == threads ? words : b + words / threads;
-        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        for (size_t i = b; i + 4 <= e; i += 4) {
-          s0 += buf[i];
-          s1 += buf[i + 1];
-          s2 += buf[i + 2];
-          s3 += buf[i + 3];
-        }
-        sinks[t * 8] = s0 + s1 + s2 + s3;
+        sinks[t * 8] = sum_words(buf.get(), b, e);
       });
     }
     for (auto& t : ts) t.join();
@@ -157,12 +166,18 @@ int main(int argc, char** argv) {
         if (type == QType::kQ8_0C) tessera::quant::repack_q8_0_to_q8_0c(one.data(), n, k);
       }
       const int64_t copies = std::max<int64_t>(2, ((int64_t{256} << 20) + bytes - 1) / bytes + 1);
-      std::vector<std::vector<uint8_t>> w(copies, one);
+      // 64-byte aligned, as the model's tensors (a vector's 16-byte alignment splits the kernels'
+      // 64-byte loads over two cache lines).
+      std::vector<std::unique_ptr<uint8_t[], decltype(&std::free)>> w;
+      for (int64_t c = 0; c < copies; ++c) {
+        w.emplace_back(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)), &std::free);
+        std::memcpy(w.back().get(), one.data(), bytes);
+      }
       std::vector<float> y(prefill_rows * n);
 
       // Decode: rotate over the copies.
       auto call = [&](int64_t c, int64_t rows) {
-        QuantWeight qw{type, n, k, w[c].data()};
+        QuantWeight qw{type, n, k, w[c].get()};
         tessera::native::quant_matmul(qw, x.data(), rows, k, y.data(), n, nullptr, nullptr, 0,
                                       &pool);
       };
