@@ -9,7 +9,12 @@
 #   - tessera's peak resident memory (/usr/bin/time -v, Maximum resident set size) in both runs;
 #   - this machine's streaming read bandwidth (a small probe compiled here: best of 30 passes over
 #     1 GiB at the same thread count, at the start and at the end), and decode as a fraction of the roofline
-#     bandwidth / (weight bytes read per token). Weight bytes per token = all tensor data in the
+#     bandwidth / (weight bytes read per token). The bandwidth left to us moves by tens of percent
+#     within minutes on a shared machine, so decode is also given against the bandwidth measured
+#     next to it ("paired": a short probe, best of 5 passes, right before and right after each
+#     tessera decode run and around the llama-bench run; the higher of the two): tessera's paired
+#     fraction is the median over its runs of (run's tokens/s x weight bytes per token / that
+#     run's bandwidth), llama.cpp's its best repetition against its own pair. Weight bytes per token = all tensor data in the
 #     GGUF minus the token embedding table (one row of it is read per token), taken from the GGUF's
 #     tensor table; when the output projection is tied to the embedding (no output.weight), the
 #     table is read whole and not subtracted. KV-cache and activation traffic are left out
@@ -64,7 +69,7 @@ while (($#)); do
     --no-llama-cpp) RUN_LLAMA=0 ;;
     --no-tessera) RUN_TESSERA=0 ;;
     --json) OUT_JSON="$2"; shift ;;
-    -h | --help) sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,37p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
   shift
@@ -290,19 +295,27 @@ time_run() {
     "$@" >"$out" 2>"$out.err"
   fi
 }
+# The short bandwidth probe of the paired roofline (GB/s).
+probe_gbps() {
+  "$BW_BIN" "$THREADS" 1024 5 | node -e 'process.stdout.write(String(JSON.parse(require("fs").readFileSync(0)).read_gbps))'
+}
+max_of() { node -e 'console.log(Math.max(...process.argv.slice(1).map(Number)))' "$@"; }
 rss_kib() { grep -E "Maximum resident set size" "$1" 2>/dev/null | awk '{print $NF}'; }
 # tessera_best PREFIX METRIC generate ARGS...: runs `tessera generate ARGS --json` REPS times and
 # keeps the run with the highest METRIC in PREFIX.json (the best of REPS: on a shared machine the
 # slower runs are the ones other processes got in the way of), the highest peak RSS in PREFIX.rss
 # and each run's METRIC in PREFIX.samples. `generate --json` can fail on output that is not
 # valid UTF-8 (random weights, byte tokens); then the run is repeated without --json and the
-# figures are read from its summary line on stderr.
+# figures are read from its summary line on stderr. With PAIRED_PROBE=1, each run's paired
+# bandwidth (probe_gbps before and after, the higher) goes to PREFIX.bw and the JSON's bw_samples.
 tessera_best() {
-  local prefix=$1 metric=$2 rep best="" best_rss=0 rss out
+  local prefix=$1 metric=$2 rep best="" best_rss=0 rss out bw_before=""
   shift 2
   : >"$prefix.samples"
+  : >"$prefix.bw"
   for ((rep = 1; rep <= REPS; rep++)); do
     out="$prefix.run$rep"
+    if ((PAIRED_PROBE)); then bw_before=$(probe_gbps) || die "the bandwidth probe failed"; fi
     if ! time_run "$out.json" "$out.time" "$TESSERA" "$@" --json; then
       if grep -q "invalid UTF-8" "$out.json.err"; then
         log "  tessera --json failed on invalid UTF-8 in the output; reading the summary line instead"
@@ -324,6 +337,7 @@ tessera_best() {
         return 1
       fi
     fi
+    if ((PAIRED_PROBE)); then max_of "$bw_before" "$(probe_gbps)" >>"$prefix.bw" || die "the bandwidth probe failed"; fi
     rss=$(rss_kib "$out.time")
     [[ -n "$rss" ]] && ((rss > best_rss)) && best_rss=$rss
     node -e 'process.stdout.write(String(JSON.parse(require("fs").readFileSync(process.argv[1])).'"$metric"'))' "$out.json" >>"$prefix.samples"
@@ -338,7 +352,9 @@ tessera_best() {
     const fs = require("fs");
     const j = JSON.parse(fs.readFileSync(process.argv[1]));
     j.samples = fs.readFileSync(process.argv[2], "utf8").trim().split("\n").map(Number);
-    console.log(JSON.stringify(j));' "$best" "$prefix.samples" >"$prefix.json"
+    const bw = fs.readFileSync(process.argv[3], "utf8").trim();
+    if (bw) j.bw_samples = bw.split("\n").map(Number);
+    console.log(JSON.stringify(j));' "$best" "$prefix.samples" "$prefix.bw" >"$prefix.json"
   if ((best_rss > 0)); then echo "$best_rss" >"$prefix.rss"; else : >"$prefix.rss"; fi
 }
 
@@ -348,16 +364,16 @@ for type in $TYPES; do
   model="$MODELS_DIR/$PRESET-$type.gguf"
   make_model "$PRESET" "$type" "$model"
   sizes=$(node "$WORK_DIR/gguf_sizes.mjs" "$model") || die "reading the tensor table of $model failed"
-  t_dec="{}" t_pre="{}" t_dec_rss="" t_pre_rss="" l_json="[]"
+  t_dec="{}" t_pre="{}" t_dec_rss="" t_pre_rss="" l_json="[]" l_bw=""
   if ((RUN_TESSERA)); then
     log "$type: tessera decode ($DECODE_TOKENS tokens, $THREADS threads, best of $REPS)"
-    if tessera_best "$WORK_DIR/t-dec-$type" decode_tokens_per_second generate "$model" --prompt "$DECODE_PROMPT" \
+    if PAIRED_PROBE=1 tessera_best "$WORK_DIR/t-dec-$type" decode_tokens_per_second generate "$model" --prompt "$DECODE_PROMPT" \
       --max-tokens "$DECODE_TOKENS" --ignore-eos --temperature 0 --threads "$THREADS"; then
       t_dec=$(cat "$WORK_DIR/t-dec-$type.json")
       t_dec_rss=$(cat "$WORK_DIR/t-dec-$type.rss")
     fi
     log "$type: tessera prefill ($prompt_count-token prompt, best of $REPS)"
-    if tessera_best "$WORK_DIR/t-pre-$type" prompt_tokens_per_second generate "$model" --prompt "$LONG_PROMPT" \
+    if PAIRED_PROBE=0 tessera_best "$WORK_DIR/t-pre-$type" prompt_tokens_per_second generate "$model" --prompt "$LONG_PROMPT" \
       --max-tokens 1 --temperature 0 --threads "$THREADS"; then
       t_pre=$(cat "$WORK_DIR/t-pre-$type.json")
       t_pre_rss=$(cat "$WORK_DIR/t-pre-$type.rss")
@@ -365,20 +381,22 @@ for type in $TYPES; do
   fi
   if ((RUN_LLAMA)); then
     log "$type: llama-bench -t $THREADS -p $PROMPT_TOKENS -n $DECODE_TOKENS -r $REPS"
+    l_bw_before=$(probe_gbps) || die "the bandwidth probe failed"
     if "$LLAMA_BENCH" -m "$model" -t "$THREADS" -p "$PROMPT_TOKENS" -n "$DECODE_TOKENS" -r "$REPS" -o json \
       >"$WORK_DIR/l-$type.json" 2>"$WORK_DIR/l-$type.err"; then
       l_json=$(cat "$WORK_DIR/l-$type.json")
+      l_bw=$(max_of "$l_bw_before" "$(probe_gbps)") || die "the bandwidth probe failed"
     else
       log "$type: llama-bench failed: $(tail -n 3 "$WORK_DIR/l-$type.err")"
     fi
   fi
   node -e '
-    const [type, file, sizes, tdec, tpre, tdecRss, tpreRss, ljson] = process.argv.slice(1);
+    const [type, file, sizes, tdec, tpre, tdecRss, tpreRss, ljson, lbw] = process.argv.slice(1);
     const o = {type, file, gguf: JSON.parse(sizes), tessera: null, llama_cpp: null};
     const td = JSON.parse(tdec), tp = JSON.parse(tpre);
     if (td.decode_tokens_per_second !== undefined || tp.prompt_tokens_per_second !== undefined)
       o.tessera = {decode_tokens_per_second: td.decode_tokens_per_second ?? null, decode_tokens: td.output_tokens ?? null,
-                   decode_samples: td.samples ?? null,
+                   decode_samples: td.samples ?? null, decode_paired_read_gbps: td.bw_samples ?? null,
                    prefill_tokens_per_second: tp.prompt_tokens_per_second ?? null, prefill_tokens: tp.prompt_tokens ?? null,
                    prefill_samples: tp.samples ?? null,
                    peak_rss_mib_decode: tdecRss ? Number(tdecRss) / 1024 : null,
@@ -393,10 +411,11 @@ for type in $TYPES; do
                      prefill_tokens_per_second: best(pp), prefill_mean: pp ? pp.avg_ts : null, prefill_stddev: pp ? pp.stddev_ts : null,
                      prefill_samples: pp ? pp.samples_ts : null,
                      build_commit: l[0].build_commit, cpu_info: l[0].cpu_info, backends: l[0].backends,
-                     n_threads: l[0].n_threads, repetitions: (tg || pp || {}).samples_ts?.length ?? null};
+                     n_threads: l[0].n_threads, repetitions: (tg || pp || {}).samples_ts?.length ?? null,
+                     decode_paired_read_gbps: lbw ? Number(lbw) : null};
     }
     console.log(JSON.stringify(o));
-  ' "$type" "$model" "$sizes" "$t_dec" "$t_pre" "$t_dec_rss" "$t_pre_rss" "$l_json" >>"$RESULTS" ||
+  ' "$type" "$model" "$sizes" "$t_dec" "$t_pre" "$t_dec_rss" "$t_pre_rss" "$l_json" "$l_bw" >>"$RESULTS" ||
     die "collecting the results of $type failed"
 done
 LOAD_END=$(loadavg)
@@ -422,6 +441,16 @@ node -e '
     m.roofline_decode_tokens_per_second = gbps * 1e9 / perTok;
     for (const e of [m.tessera, m.llama_cpp])
       if (e && e.decode_tokens_per_second) e.decode_fraction_of_roofline = e.decode_tokens_per_second / m.roofline_decode_tokens_per_second;
+    // Paired: each tessera run against the bandwidth measured around it (median over runs);
+    // llama.cpp best repetition against the bandwidth measured around its run.
+    const t = m.tessera, l = m.llama_cpp;
+    if (t && t.decode_samples && t.decode_paired_read_gbps && t.decode_samples.length === t.decode_paired_read_gbps.length) {
+      const f = t.decode_samples.map((tps, i) => tps * perTok / (t.decode_paired_read_gbps[i] * 1e9)).sort((a, b) => a - b);
+      t.decode_fractions_of_paired_roofline = f;
+      t.decode_fraction_of_paired_roofline = f[Math.floor(f.length / 2)];
+    }
+    if (l && l.decode_tokens_per_second && l.decode_paired_read_gbps)
+      l.decode_fraction_of_paired_roofline = l.decode_tokens_per_second * perTok / (l.decode_paired_read_gbps * 1e9);
   }
   const out = {
     preset, threads: Number(threads), prompt_tokens: Number(promptTokens), decode_tokens: Number(decodeTokens),
@@ -434,13 +463,15 @@ node -e '
   const f = (x, d = 1) => x === null || x === undefined ? "-" : x.toFixed(d);
   const pct = (x) => x === null || x === undefined ? "-" : (100 * x).toFixed(0) + "%";
   const rows = [["type", "weights/token", "roofline", "tessera tg", "llama.cpp tg", "tessera tg/roof", "llama.cpp tg/roof",
+                 "tessera tg/roof paired", "llama.cpp tg/roof paired",
                  `tessera pp${promptTokens}`, `llama.cpp pp${promptTokens}`, "tessera peak RSS"]];
   for (const m of models) {
     const t = m.tessera || {}, l = m.llama_cpp || {};
     const rss = Math.max(t.peak_rss_mib_decode ?? 0, t.peak_rss_mib_prefill ?? 0);
     rows.push([m.type, (m.gguf.weight_bytes_per_token / 1048576).toFixed(0) + " MiB", f(m.roofline_decode_tokens_per_second),
                f(t.decode_tokens_per_second), f(l.decode_tokens_per_second), pct(t.decode_fraction_of_roofline),
-               pct(l.decode_fraction_of_roofline), f(t.prefill_tokens_per_second), f(l.prefill_tokens_per_second),
+               pct(l.decode_fraction_of_roofline), pct(t.decode_fraction_of_paired_roofline),
+               pct(l.decode_fraction_of_paired_roofline), f(t.prefill_tokens_per_second), f(l.prefill_tokens_per_second),
                rss ? rss.toFixed(0) + " MiB" : "-"]);
   }
   const w = rows[0].map((_, c) => Math.max(...rows.map((r) => String(r[c]).length)));
