@@ -177,7 +177,7 @@ void repack_q8_0_to_q8_0c(void* matrix, int64_t rows, int64_t k) {
 namespace {
 // Block b of `row` in a panel matrix of `rows` x k (Q4_0 and Q8_0 blocks both hold kQK4_0 = kQK8_0
 // = 32 values): its quants and scales in the panel that holds the row, and the row's lane in them.
-template <class Block, class Quants>
+template <class Quants>
 const Quants& panel_block(const void* matrix, int64_t rows, int64_t k, int64_t row, int64_t b, uint16_t& d,
                           int64_t& lane) {
   const int64_t blocks = k / kQK4_0, panels = rows / kPanelRows;
@@ -192,7 +192,7 @@ const Quants& panel_block(const void* matrix, int64_t rows, int64_t k, int64_t r
 BlockQ8_0 q8_0c_block(const void* matrix, int64_t rows, int64_t k, int64_t row, int64_t b) {
   int64_t i = 0;
   BlockQ8_0 block;
-  const auto& g = panel_block<BlockQ8_0, PanelQuantsQ8_0>(matrix, rows, k, row, b, block.d, i);
+  const auto& g = panel_block<PanelQuantsQ8_0>(matrix, rows, k, row, b, block.d, i);
   for (int e = 0; e < kQK8_0; ++e) block.qs[e] = static_cast<int8_t>(g.qs[e / 4][i][e % 4] - 128);
   return block;
 }
@@ -200,7 +200,7 @@ BlockQ8_0 q8_0c_block(const void* matrix, int64_t rows, int64_t k, int64_t row, 
 BlockQ4_0 q4_0c_block(const void* matrix, int64_t rows, int64_t k, int64_t row, int64_t b) {
   int64_t i = 0;
   BlockQ4_0 block;
-  const auto& g = panel_block<BlockQ4_0, PanelQuantsQ4_0>(matrix, rows, k, row, b, block.d, i);
+  const auto& g = panel_block<PanelQuantsQ4_0>(matrix, rows, k, row, b, block.d, i);
   for (int m = 0; m < 4; ++m) std::memcpy(block.qs + 4 * m, g.qs[m][i], 4);
   return block;
 }
