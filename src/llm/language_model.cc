@@ -25,14 +25,14 @@ Result<std::unique_ptr<LanguageModel>> LanguageModel::load_gguf(const std::strin
 namespace {
 
 // In place (a copy when the tensor is shared with the caller): Q4_0 and Q8_0 matrices of whole
-// 16-row panels to Q4_0C / Q8_0C; others whose rows are whole groups of four blocks to Q4_0R /
-// Q8_0R.
-void regroup_for_avx512(WeightMap& weights) {
+// 16-row panels to Q4_0C / Q8_0C (AVX-512 and AVX2 have panel kernels); with `grouped_rows` (AVX-512),
+// others whose rows are whole groups of four blocks to Q4_0R / Q8_0R.
+void regroup_quantized(WeightMap& weights, bool grouped_rows) {
   for (auto& [name, w] : weights) {
     const bool q4 = w.type == quant::QType::kQ4_0;
     if ((!q4 && w.type != quant::QType::kQ8_0) || w.dims.size() != 2) continue;
     const bool panels = w.dims[1] % quant::kPanelRows == 0;
-    if (!panels && w.dims[0] % 128 != 0) continue;
+    if (!panels && (!grouped_rows || w.dims[0] % 128 != 0)) continue;
     if (w.data.storage().use_count() > 1) w.data = w.data.clone();
     if (panels) {
       if (q4) {
@@ -69,9 +69,9 @@ Result<std::unique_ptr<LanguageModel>> LanguageModel::create(const ModelConfig& 
   m->weights_ = std::move(weights);
   // Joined first: the panel layouts interleave rows, so they cannot be joined by rows.
   if (opts.fuse_projections) fuse_projections(m->weights_, config);  // (a GGUF load has joined them already)
-  if (opts.regroup_quantized && opts.backend == "native" &&
-      std::string(native::quant_matmul_path(quant::QType::kQ4_0)) == "avx512-vnni") {
-    regroup_for_avx512(m->weights_);
+  const std::string qmm_path = native::quant_matmul_path(quant::QType::kQ4_0);
+  if (opts.regroup_quantized && opts.backend == "native" && qmm_path != "scalar") {
+    regroup_quantized(m->weights_, qmm_path == "avx512-vnni");
   }
   for (const auto& [name, w] : m->weights_) m->weight_bytes_ += static_cast<int64_t>(w.data.nbytes());
   if (vocab) {

@@ -25,9 +25,10 @@ struct ModelOptions {
   int64_t kv_block_size = 16;
   // The longest sequence allowed; 0: the model's context length.
   int64_t context_length = 0;
-  // Q4_0 and Q8_0 matrices regrouped (in place, same bytes) into the layouts of the AVX-512
-  // kernels, when the native backend runs them with those: 16-row panels (quant::PanelQuantsQ4_0,
-  // PanelQuantsQ8_0) where the row count allows, else groups of four blocks (BlockQ4_0x4, BlockQ8_0x4).
+  // Q4_0 and Q8_0 matrices regrouped (in place, same bytes) into the layouts of the AVX-512 and
+  // AVX2 kernels, when the native backend runs them with those: 16-row panels
+  // (quant::PanelQuantsQ4_0, PanelQuantsQ8_0) where the row count allows, else (AVX-512 only)
+  // groups of four blocks (BlockQ4_0x4, BlockQ8_0x4).
   bool regroup_quantized = true;
   // LLaMA-family layers' q / k / v and gate / up matrices joined (llm::fuse_projections).
   bool fuse_projections = true;

@@ -279,8 +279,6 @@ void regroup_activation_rows(const Problem& p, int64_t r0, int64_t r1, uint8_t* 
   }
 }
 
-// How far ahead a single-row grouped tile prefetches its weights (bytes).
-constexpr int64_t kSequentialAhead = 4096;
 template <QType T, int R, int J>
 void grouped_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
   static_assert(T == QType::kQ4_0R || T == QType::kQ8_0R);
@@ -468,33 +466,6 @@ constexpr TileFn kQ4CTiles[kR][2] = QMM_COLUMN_TILES(QType::kQ4_0C);
 constexpr TileFn kQ8CTiles[kR][2] = QMM_COLUMN_TILES(QType::kQ8_0C);
 #undef QMM_COLUMN_TILES
 
-// Output features [j0, j1) (whole panels): decode (one row) walks the segments of k, each across
-// the panels one after another (the order they are stored in: see quant::panel_block_offsets),
-// adding to y after the first; several rows run tiles of two panels (32 features) x 4 rows, all
-// rows against one pair of panels before the next, so the pair stays in L2.
-void run_column_tiles(const Problem& p, const TileFn (&tiles)[kR][2], int64_t j0, int64_t j1) {
-  constexpr int64_t kRows = quant::kPanelRows;
-  if (p.rows == 1) {
-    const int64_t blocks = p.k / quant::kQK4_0;
-    Problem segment = p;
-    for (int64_t b = 0; b < blocks; b += quant::kPanelSegmentBlocks) {
-      segment.g_begin = b;
-      segment.g_end = std::min(blocks, b + quant::kPanelSegmentBlocks);
-      segment.accumulate = b > 0;
-      for (int64_t j = j0; j < j1; j += kRows) tiles[0][0](segment, nullptr, 0, j);
-    }
-    return;
-  }
-  for (int64_t j = j0; j < j1;) {
-    const int64_t panels = std::min<int64_t>(2, (j1 - j) / kRows);
-    for (int64_t t = 0; t < p.rows; t += kR) {
-      const int64_t rn = std::min<int64_t>(kR, p.rows - t);
-      tiles[rn - 1][panels - 1](p, nullptr, t, j);
-    }
-    j += panels * kRows;
-  }
-}
-
 #define QMM_ROW(F, T, R) {&F<T, R, 1>, &F<T, R, 2>, &F<T, R, 3>, &F<T, R, 4>}
 #define QMM_TABLE(F, T) {QMM_ROW(F, T, 1), QMM_ROW(F, T, 2), QMM_ROW(F, T, 3), QMM_ROW(F, T, 4)}
 constexpr TileFn kF32Tiles[kR][kJ] = QMM_TABLE(ftile, QType::kF32);
@@ -557,8 +528,8 @@ void block(const Problem& p, int64_t j0, int64_t j1) {
     case QType::kQ4_0: run_tiles<Isa::kAvx512>(p, kQ4Tiles, j0, j1); return;
     case QType::kQ4_0R: run_grouped_tiles(p, kQ4RTiles, j0, j1); return;
     case QType::kQ8_0R: run_grouped_tiles(p, kQ8RTiles, j0, j1); return;
-    case QType::kQ4_0C: run_column_tiles(p, kQ4CTiles, j0, j1); return;
-    case QType::kQ8_0C: run_column_tiles(p, kQ8CTiles, j0, j1); return;
+    case QType::kQ4_0C: run_column_tiles<Isa::kAvx512>(p, kQ4CTiles, j0, j1); return;
+    case QType::kQ8_0C: run_column_tiles<Isa::kAvx512>(p, kQ8CTiles, j0, j1); return;
     case QType::kQ4_K: case QType::kQ6_K: run_dequantized<Isa::kAvx512>(p, kF32Tiles, j0, j1); return;
   }
 }
