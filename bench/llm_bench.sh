@@ -19,8 +19,12 @@
 #     tensor table; when the output projection is tied to the embedding (no output.weight), the
 #     table is read whole and not subtracted. KV-cache and activation traffic are left out
 #     (small at these context lengths), so the fraction slightly understates.
-# Each figure is the best of --reps runs (llama-bench: its best repetition; means and samples are
-# in the JSON): on a shared machine the slow runs are the ones another process got in the way of.
+# The runs go in --reps rounds, each with one tessera decode and prefill run and one llama-bench tg
+# and pp run (odd rounds tessera first, even rounds llama.cpp first), so that the bandwidth and
+# cores a shared machine leaves us, which move by tens of percent within minutes, shift both
+# engines alike; the "ratio" columns are tessera / llama.cpp within a round, median of the rounds.
+# Each speed figure is the best of the rounds (means and samples are in the JSON): on a shared
+# machine the slow runs are the ones another process got in the way of.
 # llama.cpp's thread pool spins while it waits, so a single busy core can cut its speed several
 # fold (seen here: q8_0 decode at 2-4 tokens/s instead of ~20); the load average is reported,
 # and a warning printed when the machine was not idle.
@@ -28,8 +32,8 @@
 # build/bench/results/llm.json.
 #
 # Usage: bench/llm_bench.sh [--types "q4_0 q8_0 f16"] [--preset NAME] [--threads N]
-#          [--decode-tokens 64] [--prompt-tokens 512] [--reps N (default 3: best of N runs of
-#          tessera, llama-bench -r N and its best repetition)]
+#          [--decode-tokens 64] [--prompt-tokens 512] [--reps N (default 3: rounds of both
+#          engines; best of N runs each)]
 #          [--no-llama-cpp] [--no-tessera] [--json FILE]
 # Env: TESSERA (default build/tessera), LLAMA_BENCH (path of llama-bench; default
 #      .cache/llama.cpp-build/bin/llama-bench, else .cache/llama.cpp-prebuilt-bench/bin/llama-bench,
@@ -69,7 +73,7 @@ while (($#)); do
     --no-llama-cpp) RUN_LLAMA=0 ;;
     --no-tessera) RUN_TESSERA=0 ;;
     --json) OUT_JSON="$2"; shift ;;
-    -h | --help) sed -n '2,37p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,41p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
   shift
@@ -365,30 +369,73 @@ for type in $TYPES; do
   make_model "$PRESET" "$type" "$model"
   sizes=$(node "$WORK_DIR/gguf_sizes.mjs" "$model") || die "reading the tensor table of $model failed"
   t_dec="{}" t_pre="{}" t_dec_rss="" t_pre_rss="" l_json="[]" l_bw=""
-  if ((RUN_TESSERA)); then
-    log "$type: tessera decode ($DECODE_TOKENS tokens, $THREADS threads, best of $REPS)"
-    if PAIRED_PROBE=1 tessera_best "$WORK_DIR/t-dec-$type" decode_tokens_per_second generate "$model" --prompt "$DECODE_PROMPT" \
-      --max-tokens "$DECODE_TOKENS" --ignore-eos --temperature 0 --threads "$THREADS"; then
-      t_dec=$(cat "$WORK_DIR/t-dec-$type.json")
-      t_dec_rss=$(cat "$WORK_DIR/t-dec-$type.rss")
-    fi
-    log "$type: tessera prefill ($prompt_count-token prompt, best of $REPS)"
-    if PAIRED_PROBE=0 tessera_best "$WORK_DIR/t-pre-$type" prompt_tokens_per_second generate "$model" --prompt "$LONG_PROMPT" \
-      --max-tokens 1 --temperature 0 --threads "$THREADS"; then
-      t_pre=$(cat "$WORK_DIR/t-pre-$type.json")
-      t_pre_rss=$(cat "$WORK_DIR/t-pre-$type.rss")
-    fi
+  rm -f "$WORK_DIR"/t-dec-"$type".r* "$WORK_DIR"/t-pre-"$type".r* "$WORK_DIR"/l-tg-"$type".r* "$WORK_DIR"/l-pp-"$type".r*
+  # Rounds: each runs tessera's decode and prefill once and llama-bench's tg and pp once (odd
+  # rounds tessera first, even rounds llama.cpp first), so that the machine's drift shifts both
+  # engines alike; each round's tessera / llama.cpp ratio is kept, and the best of the rounds
+  # per engine as before.
+  log "$type: $REPS rounds of tessera decode ($DECODE_TOKENS tokens) and prefill ($prompt_count-token prompt), llama-bench tg$DECODE_TOKENS and pp$PROMPT_TOKENS ($THREADS threads)"
+  : >"$WORK_DIR/l-$type.rounds"
+  t_ok=1 l_ok=1
+  for ((round = 1; round <= REPS; round++)); do
+    for side in $( ((round % 2)) && echo "tessera llama" || echo "llama tessera"); do
+      if [[ $side == tessera ]] && ((RUN_TESSERA && t_ok)); then
+        REPS=1 PAIRED_PROBE=1 tessera_best "$WORK_DIR/t-dec-$type.r$round" decode_tokens_per_second generate "$model" \
+          --prompt "$DECODE_PROMPT" --max-tokens "$DECODE_TOKENS" --ignore-eos --temperature 0 --threads "$THREADS" &&
+          REPS=1 PAIRED_PROBE=0 tessera_best "$WORK_DIR/t-pre-$type.r$round" prompt_tokens_per_second generate "$model" \
+            --prompt "$LONG_PROMPT" --max-tokens 1 --temperature 0 --threads "$THREADS" || t_ok=0
+      elif [[ $side == llama ]] && ((RUN_LLAMA && l_ok)); then
+        bw_before=$(probe_gbps) || die "the bandwidth probe failed"
+        if "$LLAMA_BENCH" -m "$model" -t "$THREADS" -p 0 -n "$DECODE_TOKENS" -r 1 -o json >"$WORK_DIR/l-tg-$type.r$round.json" \
+             2>"$WORK_DIR/l-$type.err" &&
+           bw=$(max_of "$bw_before" "$(probe_gbps)") &&
+           "$LLAMA_BENCH" -m "$model" -t "$THREADS" -p "$PROMPT_TOKENS" -n 0 -r 1 -o json >"$WORK_DIR/l-pp-$type.r$round.json" \
+             2>>"$WORK_DIR/l-$type.err"; then
+          echo "$WORK_DIR/l-tg-$type.r$round.json $WORK_DIR/l-pp-$type.r$round.json $bw" >>"$WORK_DIR/l-$type.rounds"
+        else
+          log "$type: llama-bench failed: $(tail -n 3 "$WORK_DIR/l-$type.err")"
+          l_ok=0
+        fi
+      fi
+    done
+  done
+  # The rounds merged: the best run per engine and metric (with every round's figures as samples),
+  # and each round's ratio.
+  if ((RUN_TESSERA && t_ok)); then
+    merge_tessera() { # PREFIX -> merged JSON on stdout, highest peak RSS in PREFIX.rss
+      local prefix=$1
+      cat "$prefix".r*.rss 2>/dev/null | sort -n | tail -n 1 >"$prefix.rss"
+      node -e '
+        const fs = require("fs"), [metric, ...files] = process.argv.slice(1);
+        const runs = files.map((f) => JSON.parse(fs.readFileSync(f)));
+        const best = runs.reduce((a, b) => (b[metric] > a[metric] ? b : a));
+        best.samples = runs.map((r) => r[metric]);
+        if (runs.every((r) => r.bw_samples)) best.bw_samples = runs.map((r) => r.bw_samples[0]);
+        console.log(JSON.stringify(best));' "$2" $(for ((r = 1; r <= REPS; r++)); do echo "$prefix.r$r.json"; done)
+    }
+    t_dec=$(merge_tessera "$WORK_DIR/t-dec-$type" decode_tokens_per_second)
+    t_dec_rss=$(cat "$WORK_DIR/t-dec-$type.rss")
+    t_pre=$(merge_tessera "$WORK_DIR/t-pre-$type" prompt_tokens_per_second)
+    t_pre_rss=$(cat "$WORK_DIR/t-pre-$type.rss")
   fi
-  if ((RUN_LLAMA)); then
-    log "$type: llama-bench -t $THREADS -p $PROMPT_TOKENS -n $DECODE_TOKENS -r $REPS"
-    l_bw_before=$(probe_gbps) || die "the bandwidth probe failed"
-    if "$LLAMA_BENCH" -m "$model" -t "$THREADS" -p "$PROMPT_TOKENS" -n "$DECODE_TOKENS" -r "$REPS" -o json \
-      >"$WORK_DIR/l-$type.json" 2>"$WORK_DIR/l-$type.err"; then
-      l_json=$(cat "$WORK_DIR/l-$type.json")
-      l_bw=$(max_of "$l_bw_before" "$(probe_gbps)") || die "the bandwidth probe failed"
-    else
-      log "$type: llama-bench failed: $(tail -n 3 "$WORK_DIR/l-$type.err")"
-    fi
+  if ((RUN_LLAMA && l_ok)) && [[ -s "$WORK_DIR/l-$type.rounds" ]]; then
+    # One tg and one pp record, as `llama-bench -r N` would write them, plus the paired bandwidth
+    # of the best tg round.
+    merged=$(node -e '
+      const fs = require("fs");
+      const rounds = fs.readFileSync(process.argv[1], "utf8").trim().split("\n").map((l) => l.split(" "));
+      const rec = (f) => JSON.parse(fs.readFileSync(f))[0];
+      const merge = (recs) => {
+        const s = recs.map((r) => r.avg_ts), mean = s.reduce((a, b) => a + b, 0) / s.length;
+        return {...recs[0], samples_ts: s, avg_ts: mean,
+                stddev_ts: Math.sqrt(s.reduce((a, x) => a + (x - mean) ** 2, 0) / Math.max(1, s.length - 1))};
+      };
+      const tg = rounds.map((r) => rec(r[0])), pp = rounds.map((r) => rec(r[1]));
+      const bestTg = tg.reduce((bi, r, i) => (r.avg_ts > tg[bi].avg_ts ? i : bi), 0);
+      console.log(JSON.stringify({records: [merge(pp), merge(tg)], bw: Number(rounds[bestTg][2])}));
+    ' "$WORK_DIR/l-$type.rounds") || die "merging the llama-bench rounds of $type failed"
+    l_json=$(node -e 'console.log(JSON.stringify(JSON.parse(process.argv[1]).records))' "$merged")
+    l_bw=$(node -e 'console.log(JSON.parse(process.argv[1]).bw)' "$merged")
   fi
   node -e '
     const [type, file, sizes, tdec, tpre, tdecRss, tpreRss, ljson, lbw] = process.argv.slice(1);
@@ -413,6 +460,14 @@ for type in $TYPES; do
                      build_commit: l[0].build_commit, cpu_info: l[0].cpu_info, backends: l[0].backends,
                      n_threads: l[0].n_threads, repetitions: (tg || pp || {}).samples_ts?.length ?? null,
                      decode_paired_read_gbps: lbw ? Number(lbw) : null};
+      // Round by round (the same round of both engines), tessera / llama.cpp, and the median.
+      const ratios = (t, l) => t && l && t.length === l.length ? t.map((x, i) => x / l[i]) : null;
+      const median = (v) => v ? [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)] : null;
+      if (o.tessera) {
+        const dr = ratios(o.tessera.decode_samples, o.llama_cpp.decode_samples);
+        const pr = ratios(o.tessera.prefill_samples, o.llama_cpp.prefill_samples);
+        o.rounds = {decode_ratios: dr, decode_ratio_median: median(dr), prefill_ratios: pr, prefill_ratio_median: median(pr)};
+      }
     }
     console.log(JSON.stringify(o));
   ' "$type" "$model" "$sizes" "$t_dec" "$t_pre" "$t_dec_rss" "$t_pre_rss" "$l_json" "$l_bw" >>"$RESULTS" ||
@@ -464,7 +519,7 @@ node -e '
   const pct = (x) => x === null || x === undefined ? "-" : (100 * x).toFixed(0) + "%";
   const rows = [["type", "weights/token", "roofline", "tessera tg", "llama.cpp tg", "tessera tg/roof", "llama.cpp tg/roof",
                  "tessera tg/roof paired", "llama.cpp tg/roof paired",
-                 `tessera pp${promptTokens}`, `llama.cpp pp${promptTokens}`, "tessera peak RSS"]];
+                 `tessera pp${promptTokens}`, `llama.cpp pp${promptTokens}`, "tg ratio", "pp ratio", "tessera peak RSS"]];
   for (const m of models) {
     const t = m.tessera || {}, l = m.llama_cpp || {};
     const rss = Math.max(t.peak_rss_mib_decode ?? 0, t.peak_rss_mib_prefill ?? 0);
@@ -472,11 +527,12 @@ node -e '
                f(t.decode_tokens_per_second), f(l.decode_tokens_per_second), pct(t.decode_fraction_of_roofline),
                pct(l.decode_fraction_of_roofline), pct(t.decode_fraction_of_paired_roofline),
                pct(l.decode_fraction_of_paired_roofline), f(t.prefill_tokens_per_second), f(l.prefill_tokens_per_second),
-               rss ? rss.toFixed(0) + " MiB" : "-"]);
+               f(m.rounds?.decode_ratio_median, 2), f(m.rounds?.prefill_ratio_median, 2), rss ? rss.toFixed(0) + " MiB" : "-"]);
   }
   const w = rows[0].map((_, c) => Math.max(...rows.map((r) => String(r[c]).length)));
   console.log(`\n${preset}, ${threads} threads; tokens/s (tg: decode at batch 1, ${decodeTokens} tokens; pp: prefill of ${promptTokens} tokens); ` +
-              `read bandwidth ${gbps.toFixed(1)} GB/s; load average ${loadStart} -> ${loadEnd}`);
+              `read bandwidth ${gbps.toFixed(1)} GB/s; load average ${loadStart} -> ${loadEnd}; ` +
+              "ratio: tessera / llama.cpp in the same round, median of the rounds");
   for (const r of rows) console.log(r.map((c, i) => String(c).padStart(w[i])).join("  "));
   if (note) console.log(`note: ${note}`);
   const busy = Math.max(Number(loadStart.split(" ")[0]), Number(loadEnd.split(" ")[0]));
