@@ -189,9 +189,6 @@ void qtile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
 //  - Q8_0C (quants stored as q + 128): the top bit flipped back gives q, and vpmaddubsw(|q|,
 //    sign(a, q)) the products (|q| <= 128: a pair sums to at most 32512, so every one is widened
 //    to 32 bits at once).
-template <QType T>
-constexpr int64_t kPanelQuantBytes =
-    T == QType::kQ4_0C ? sizeof(quant::PanelQuantsQ4_0) : sizeof(quant::PanelQuantsQ8_0);
 
 inline int32_t hsum_epi32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));

@@ -347,9 +347,6 @@ void grouped_tile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
 // which is what bound them with several activation rows). Per activation row and block, the
 // regrouped activations hold the int32 start value -c x (sum of the block's quants) that makes the
 // unsigned weights q - c (c = 8 for Q4_0's nibbles, 128 for Q8_0C's q + 128).
-template <QType T>
-constexpr int64_t kPanelQuantBytes =
-    T == QType::kQ4_0C ? sizeof(quant::PanelQuantsQ4_0) : sizeof(quant::PanelQuantsQ8_0);
 
 void column_starts(const Problem& p, int64_t r0, int64_t r1, uint8_t* xr, int64_t ldxr) {
   const int64_t blocks = p.k / quant::kQK4_0;

@@ -17,6 +17,10 @@ using TileFn = void (*)(const Problem& p, const uint8_t* w0, int64_t t0, int64_t
 constexpr int64_t kPanel = 64;  // weight rows per panel
 // How far ahead a tile that streams its weights in order (decode) prefetches them (bytes).
 constexpr int64_t kSequentialAhead = 4096;
+// Bytes of one block's quants in a panel (Q4_0C / Q8_0C).
+template <quant::QType T>
+constexpr int64_t kPanelQuantBytes =
+    T == quant::QType::kQ4_0C ? sizeof(quant::PanelQuantsQ4_0) : sizeof(quant::PanelQuantsQ8_0);
 
 // Output features [jp, je) whose weight row jp is at wp, over all activation rows.
 template <Isa I, int R, int J>
