@@ -468,6 +468,89 @@ TEST(NativeGemm, FusedTailsRunOnEachBlock) {
   expect_matches_ref(g, 2e-6, "Gemm+HardSwish");
 }
 
+// ConvTranspose (kernel == stride) with W [ic, oc, kh, kw], optionally its bias.
+int deconv(TestGraph& t, int x, int64_t ic, int64_t oc, int64_t kh, int64_t kw, bool bias) {
+  std::vector<int> in = {x, t.constant({ic, oc, kh, kw})};
+  if (bias) in.push_back(t.constant({oc}));
+  return t.op("ConvTranspose", in, {{"strides", Attribute::of_ints({kh, kw})}});
+}
+
+// BatchNormalization over c channels with random constants (variance positive).
+int batch_norm(TestGraph& t, int x, int64_t c) {
+  return t.op("BatchNormalization", {x, t.constant({c}), t.constant({c}), t.constant({c}), t.constant({c}, 0.5f, 2.f)},
+              {{"epsilon", Attribute::of_float(1e-3f)}});
+}
+
+TEST(NativeDeconv, KernelEqualToStrideMatchesTheReference) {
+  struct Case {
+    Dims x;
+    int64_t oc, kh, kw;
+    bool bias;
+  };
+  const std::vector<Case> cases = {
+      {{1, 24, 7, 9}, 24, 2, 2, false}, {{2, 5, 3, 33}, 1, 2, 2, true}, {{1, 3, 4, 5}, 4, 3, 1, true},
+      {{1, 40, 1, 300}, 7, 1, 3, false}, {{1, 8, 20, 20}, 16, 4, 4, true},
+  };
+  for (const Case& c : cases) {
+    TestGraph t;
+    int y = deconv(t, t.input(c.x), c.x[1], c.oc, c.kh, c.kw, c.bias);
+    t.finish({y});
+    expect_matches_ref(t, 1e-5, "ConvTranspose " + dims_to_string(c.x) + " oc " + std::to_string(c.oc) + " k " +
+                                    std::to_string(c.kh) + "x" + std::to_string(c.kw));
+  }
+}
+
+TEST(NativeDeconv, FoldsAffineNodesAndRunsTheTail) {
+  {  // the detection head's ConvTranspose + bias Add + BatchNormalization + Relu
+    TestGraph t;
+    int y = deconv(t, t.input({1, 12, 10, 16}), 12, 12, 2, 2, false);
+    y = t.op("Relu", {batch_norm(t, t.op("Add", {y, t.constant({1, 12, 1, 1})}), 12)});
+    t.finish({y});
+    expect_matches_ref(t, 1e-5, "ConvTranspose+Add+BatchNormalization+Relu");
+  }
+  {  // Mul and Sub by per-channel and scalar constants, Div; a second output; a tail input
+    TestGraph t;
+    int y = deconv(t, t.input({2, 6, 5, 8}), 6, 3, 2, 2, true);
+    y = t.op("Div", {t.op("Sub", {t.op("Mul", {t.constant({3, 1, 1}), y}), t.constant({1})}), t.constant({1, 3, 1, 1}, 1.f, 2.f)});
+    int s = t.op("Sigmoid", {y});
+    int z = t.op("Add", {s, t.input({2, 3, 10, 16})});
+    t.finish({z, y});
+    expect_matches_ref(t, 1e-5, "ConvTranspose+Mul+Sub+Div+Sigmoid+Add, two outputs");
+  }
+  {  // the ConvTranspose's own output leaves the group: nothing folds, the tail reads it
+    TestGraph t;
+    int y = deconv(t, t.input({1, 4, 6, 6}), 4, 5, 2, 2, true);
+    int z = t.op("Relu", {t.op("Add", {y, t.constant({1, 5, 1, 1})})});
+    t.finish({z, y});
+    expect_matches_ref(t, 1e-5, "ConvTranspose exported, Add+Relu tail");
+  }
+}
+
+TEST(NativeDeconv, BatchNormalizationAlone) {
+  for (const Dims& d : {Dims{2, 7, 9, 11}, Dims{3, 5}, Dims{1, 16, 70}}) {
+    TestGraph t;
+    int y = batch_norm(t, t.input(d), d[1]);
+    t.finish({y});
+    expect_matches_ref(t, 1e-5, "BatchNormalization " + dims_to_string(d));
+  }
+}
+
+TEST(NativeDeconv, RejectsOtherConvTransposes) {
+  const Backend* b = find_backend("native");
+  ASSERT_NE(b, nullptr);
+  TestGraph t;
+  const int x = t.input({1, 4, 6, 6});
+  const int w = t.constant({4, 3, 2, 2});
+  std::vector<int> nodes;
+  t.op("ConvTranspose", {x, w}, {{"strides", Attribute::of_ints({1, 1})}});               // stride != kernel
+  t.op("ConvTranspose", {x, w}, {{"strides", Attribute::of_ints({2, 2})}, {"pads", Attribute::of_ints({1, 1, 1, 1})}});
+  t.op("ConvTranspose", {x, t.input({4, 3, 2, 2})}, {{"strides", Attribute::of_ints({2, 2})}});  // weights not constant
+  int ok = t.op("ConvTranspose", {x, w}, {{"strides", Attribute::of_ints({2, 2})}});
+  t.finish({ok});
+  for (int n = 0; n < t.g.num_nodes(); ++n)
+    EXPECT_EQ(b->supports(t.g, n).ok(), n == t.g.num_nodes() - 1) << "node " << n;
+}
+
 TEST(NativeBackend, RejectsWhatItCannotRun) {
   const Backend* b = find_backend("native");
   ASSERT_NE(b, nullptr);

@@ -1,7 +1,9 @@
 // tessera's own kernels as a Backend: fused elementwise / broadcast chains (one pass over
-// memory), reductions, Softmax, LayerNormalization, and SGEMM for MatMul / Gemm with an
-// elementwise tail. Vector code for AVX-512 or AVX2 is chosen at run time (see isa.h).
+// memory), reductions, Softmax, LayerNormalization, SGEMM for MatMul / Gemm with an
+// elementwise tail, ConvTranspose with kernel == stride (affine nodes folded in, an elementwise
+// tail) and inference BatchNormalization. Vector code for AVX-512 or AVX2 is chosen at run time (see isa.h).
 #include "backends/backend.h"
+#include "backends/native/deconv_kernels.h"
 #include "backends/native/eltwise_compile.h"
 #include "backends/native/gemm_kernels.h"
 #include "backends/native/isa.h"
@@ -19,6 +21,8 @@ Status native_supports(const Graph& g, int n) {
   if (is_eltwise_op(op)) return check_eltwise_node(g, n);
   if (is_row_op(op)) return check_row_node(g, n);
   if (is_gemm_op(op)) return check_gemm_node(g, n);
+  if (is_deconv_op(op)) return check_deconv_node(g, n);
+  if (op == "BatchNormalization") return check_batch_norm_node(g, n);
   return unimplemented("native has no kernel for " + op);
 }
 
@@ -26,6 +30,8 @@ Status native_accepts(const SubGraph& sg) {
   const Graph& g = sg.graph();
   if (sg.size() == 1) return native_supports(g, sg.nodes().first());
   bool has_gemm = false;
+  for (int n : sg.nodes())
+    if (is_deconv_op(g.node(n).op_type)) return check_deconv_group(sg);
   for (int n : sg.nodes()) {
     const std::string& op = g.node(n).op_type;
     if (is_llm_op(g.node(n))) return unimplemented(op + " runs alone on native");
@@ -57,7 +63,10 @@ Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKern
   if (sg.size() == 1 && is_llm_op(g.node(sg.nodes().first()))) return compile_llm_kernel(sg, isa);
   for (int n : sg.nodes()) {
     if (is_gemm_op(g.node(n).op_type)) return compile_gemm_kernel(sg, isa);
+    if (is_deconv_op(g.node(n).op_type)) return compile_deconv_kernel(sg, isa);
   }
+  if (sg.size() == 1 && g.node(sg.nodes().first()).op_type == "BatchNormalization")
+    return compile_batch_norm_kernel(sg);
   if (sg.size() == 1 && is_row_op(g.node(sg.nodes().first()).op_type))
     return compile_row_kernel(sg, isa);
   return compile_eltwise_kernel(sg, isa);
@@ -74,6 +83,8 @@ const char* const kFusedChains[] = {
     "Add+Sqrt+Div",  "Exp+Log",         "Tanh+Mul",         "Neg+Exp+Add",    "Max+Min",
     "LeakyRelu+Mul", "MatMul+Add",      "MatMul+Add+Relu",  "MatMul+Add+Add", "MatMul+Mul",
     "Gemm+Relu",     "Gemm+HardSwish",  "Gemm+Add+Sigmoid",
+    "ConvTranspose+Add", "ConvTranspose+Add+BatchNormalization+Relu", "ConvTranspose+Add+Sigmoid",
+    "ConvTranspose+BatchNormalization+Relu", "ConvTranspose+Relu",
 };
 
 class NativeBackend final : public Backend {
@@ -90,7 +101,7 @@ class NativeBackend final : public Backend {
   std::vector<std::string> claimed_patterns() const override {
     std::vector<std::string> p = native::eltwise_op_types();
     for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "Softmax", "LayerNormalization",
-                           "MatMul", "Gemm"}) {
+                           "MatMul", "Gemm", "ConvTranspose", "BatchNormalization"}) {
       p.push_back(op);
     }
     for (const char* chain : kFusedChains) p.push_back(chain);
