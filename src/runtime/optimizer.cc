@@ -234,6 +234,40 @@ void use_estimates(SearchOptions& so, const Graph& g, const std::vector<const Ba
   };
 }
 
+
+// The groups of each single-backend placement (`run --backend`) are candidates too: they fuse
+// deeper than the rules' depth cap, and with them the plan can do at least as well as the best
+// single backend. With per-node estimates, each placement is also made once more without the
+// nodes another backend is expected to run in under half the time (a "carved" placement): its
+// big groups then leave those nodes to the other backend, which the rules' small groups could
+// not (covering a whole-model group's nodes with small ones loses what the big kernel fuses).
+void add_placement_candidates(const Graph& g, const std::vector<const Backend*>& backends,
+                              const std::map<const Backend*, std::vector<double>>* node_seconds,
+                              std::vector<Candidate>& candidates) {
+  auto add = [&](const Backend* b, const NodeSet* excluded, const char* rule) {
+    auto placed = place_on_backend(g, *b, excluded);
+    if (!placed.ok()) return;
+    for (const Partition& p : *placed)
+      if (p.nodes.count() > 1) candidates.push_back(Candidate{p.nodes, b, rule});
+  };
+  for (const Backend* b : backends) {
+    add(b, nullptr, "placement");
+    if (!node_seconds || !node_seconds->count(b)) continue;
+    const std::vector<double>& mine = node_seconds->at(b);
+    double total = 0;
+    for (double t : mine) total += std::isfinite(t) ? t : 0;
+    NodeSet carved(g.num_nodes());
+    for (int n = 0; n < g.num_nodes(); ++n) {
+      if (!std::isfinite(mine[n])) continue;
+      for (const Backend* o : backends) {
+        if (o == b || !node_seconds->count(o)) continue;
+        const double theirs = node_seconds->at(o)[n];
+        if (std::isfinite(theirs) && theirs < 0.5 * mine[n] && mine[n] - theirs > 0.005 * total) carved.add(n);
+      }
+    }
+    if (!carved.empty()) add(b, &carved, "carved placement");
+  }
+}
 }  // namespace
 
 Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& options) {
@@ -288,19 +322,6 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
   for (size_t k = 0; k < variants.size(); ++k) {
     const auto& [name, variant_backends] = variants[k];
     std::string label = variants.size() > 1 ? " " + std::to_string(k + 1) + "/" + std::to_string(variants.size()) : "";
-    phase("candidates" + label);
-    std::vector<Candidate> candidates = candidates_for(g, variant_backends, options.rules);
-    // The groups of each single-backend placement (`run --backend`) are candidates too: they fuse
-    // deeper than the rules' depth cap, and with them the plan can do at least as well as the
-    // best single backend.
-    for (const Backend* b : variant_backends) {
-      auto placed = place_on_backend(g, *b);
-      if (!placed.ok()) continue;
-      for (const Partition& p : *placed)
-        if (p.nodes.count() > 1) candidates.push_back(Candidate{p.nodes, b, "placement"});
-    }
-    candidates = dedupe_candidates(std::move(candidates));
-    result.num_candidates = std::max(result.num_candidates, static_cast<int>(candidates.size()));
     SearchOptions so;
     so.exact = g.num_nodes() <= options.max_exact_nodes;
     if (!so.exact) {
@@ -308,6 +329,11 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
       measure_node_times(g, variant_backends, inputs, measure, db.get(), node_seconds);
       use_estimates(so, g, variant_backends, node_seconds, options);
     }
+    phase("candidates" + label);
+    std::vector<Candidate> candidates = candidates_for(g, variant_backends, options.rules);
+    add_placement_candidates(g, variant_backends, so.exact ? nullptr : &node_seconds, candidates);
+    candidates = dedupe_candidates(std::move(candidates));
+    result.num_candidates = std::max(result.num_candidates, static_cast<int>(candidates.size()));
     // Each variant may use an equal share of what is left of the budget (later ones reuse the
     // costs the earlier ones measured, so they are quicker).
     auto now = Clock::now();

@@ -4,7 +4,7 @@
 
 namespace tessera {
 
-Result<std::vector<Partition>> place_on_backend(const Graph& g, const Backend& backend) {
+Result<std::vector<Partition>> place_on_backend(const Graph& g, const Backend& backend, const NodeSet* excluded) {
   TESSERA_RETURN_IF_ERROR(backend.available());
   const int n_nodes = g.num_nodes();
   std::vector<NodeSet> groups;            // by group id; emptied when merged away
@@ -12,7 +12,7 @@ Result<std::vector<Partition>> place_on_backend(const Graph& g, const Backend& b
   const bool fuse = backend.fusion_style() != FusionStyle::kNone;
   Reachability reach(g);
   for (int n = 0; n < n_nodes; ++n) {
-    if (!backend.supports(g, n).ok()) continue;
+    if ((excluded && excluded->contains(n)) || !backend.supports(g, n).ok()) continue;
     int mine = static_cast<int>(groups.size());
     groups.push_back(NodeSet::of(n_nodes, {n}));
     group_of[n] = mine;

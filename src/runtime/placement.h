@@ -21,7 +21,10 @@ struct Partition {
   const Backend* backend = nullptr;
 };
 
-Result<std::vector<Partition>> place_on_backend(const Graph& g, const Backend& backend);
+// `excluded` (optional, of g's size): nodes left to ref as if the backend did not support them
+// (the optimizer carves out nodes another backend runs much faster).
+Result<std::vector<Partition>> place_on_backend(const Graph& g, const Backend& backend,
+                                                const NodeSet* excluded = nullptr);
 
 // The partitions of a plan (`tessera optimize`) made for g: refused when the plan was made for
 // another model, names a backend this build lacks or that is not available here.

@@ -178,13 +178,16 @@ Result<int> head_pool(Builder& b, int v, const std::string& op) {
 // Elementwise-style heads share these input shapes.
 const Dims kShapes[kVariants] = {{7, 13}, {2, 3, 17, 19}, {1, 8, 32, 32}, {3, 5, 33}};
 
+// Inference BatchNormalization over axis 1 of x, with random scale, bias, mean and (positive) variance.
+int batchnorm(Builder& b, int x, int64_t c) {
+  return b.node("BatchNormalization", {x, b.constant({c}), b.constant({c}), b.constant({c}), b.constant({c}, 0.5f, 2.f)},
+                {{"epsilon", f(1e-5f)}});
+}
+
 Result<int> head_batchnorm(Builder& b, int v) {
   static const Dims xs[kVariants] = {{1, 6, 7, 9}, {2, 3, 5, 5}, {1, 16, 1, 1}, {2, 4, 9}};
-  int64_t c = xs[v][1];
   b.description = "BatchNormalization x" + dims_str(xs[v]);
-  return b.node("BatchNormalization", {b.input(xs[v]), b.constant({c}), b.constant({c}), b.constant({c}),
-                                       b.constant({c}, 0.5f, 2.f)},
-                {{"epsilon", f(1e-5f)}});
+  return batchnorm(b, b.input(xs[v]), xs[v][1]);
 }
 
 Result<int> head_softmax(Builder& b, int v, const std::string& op) {
@@ -373,8 +376,13 @@ Result<Case> build_case(const std::string& pattern, int variant, uint64_t seed) 
     } else if (is_binary(op)) {
       TESSERA_ASSIGN_OR_RETURN(Dims xd, b.dims_of(x));
       TESSERA_ASSIGN_OR_RETURN(x, binary(b, op, x, xd, variant));
+    } else if (op == "BatchNormalization") {
+      TESSERA_ASSIGN_OR_RETURN(Dims xd, b.dims_of(x));
+      if (xd.size() < 2) return unimplemented("BatchNormalization follows an op whose output has no channel axis");
+      x = batchnorm(b, x, xd[1]);
     } else {
-      return unimplemented("op '" + op + "' cannot follow another op in a harness pattern (only elementwise ops can)");
+      return unimplemented("op '" + op + "' cannot follow another op in a harness pattern (only elementwise and "
+                           "BatchNormalization ops can)");
     }
     tol = std::max(tol, tolerance_of(op));
   }

@@ -481,6 +481,30 @@ int batch_norm(TestGraph& t, int x, int64_t c) {
               {{"epsilon", Attribute::of_float(1e-3f)}});
 }
 
+TEST(NativeDeconv, OverlappingTapsMatchTheReference) {
+  struct Case {
+    Dims x;
+    int64_t oc, k, stride, pad, out_pad, dilation;
+  };
+  const std::vector<Case> cases = {
+      {{1, 8, 7, 9}, 4, 3, 2, 1, 1, 1}, {{2, 4, 5, 5}, 6, 4, 2, 1, 0, 1}, {{1, 5, 4, 6}, 5, 3, 1, 1, 0, 1},
+      {{1, 3, 6, 5}, 2, 3, 2, 0, 0, 2}, {{1, 16, 9, 9}, 8, 2, 2, 1, 1, 1},
+  };
+  for (const Case& c : cases) {
+    TestGraph t;
+    std::map<std::string, Attribute> attrs = {{"strides", Attribute::of_ints({c.stride, c.stride})},
+                                              {"pads", Attribute::of_ints({c.pad, c.pad, c.pad, c.pad})},
+                                              {"output_padding", Attribute::of_ints({c.out_pad, c.out_pad})},
+                                              {"dilations", Attribute::of_ints({c.dilation, c.dilation})}};
+    int y = t.op("ConvTranspose", {t.input(c.x), t.constant({c.x[1], c.oc, c.k, c.k}), t.constant({c.oc})}, attrs);
+    y = t.op("Relu", {batch_norm(t, y, c.oc)});
+    t.finish({y});
+    expect_matches_ref(t, 1e-5, "ConvTranspose " + dims_to_string(c.x) + " k" + std::to_string(c.k) + " s" +
+                                    std::to_string(c.stride) + " pad" + std::to_string(c.pad) + " outpad" +
+                                    std::to_string(c.out_pad) + " dil" + std::to_string(c.dilation));
+  }
+}
+
 TEST(NativeDeconv, KernelEqualToStrideMatchesTheReference) {
   struct Case {
     Dims x;
@@ -542,8 +566,8 @@ TEST(NativeDeconv, RejectsOtherConvTransposes) {
   const int x = t.input({1, 4, 6, 6});
   const int w = t.constant({4, 3, 2, 2});
   std::vector<int> nodes;
-  t.op("ConvTranspose", {x, w}, {{"strides", Attribute::of_ints({1, 1})}});               // stride != kernel
-  t.op("ConvTranspose", {x, w}, {{"strides", Attribute::of_ints({2, 2})}, {"pads", Attribute::of_ints({1, 1, 1, 1})}});
+  t.op("ConvTranspose", {x, t.constant({4, 2, 2, 2})}, {{"strides", Attribute::of_ints({2, 2})}, {"group", Attribute::of_int(2)}});
+  t.op("ConvTranspose", {x, w}, {{"strides", Attribute::of_ints({2, 2})}, {"auto_pad", Attribute::of_string("SAME_UPPER")}});
   t.op("ConvTranspose", {x, t.input({4, 3, 2, 2})}, {{"strides", Attribute::of_ints({2, 2})}});  // weights not constant
   int ok = t.op("ConvTranspose", {x, w}, {{"strides", Attribute::of_ints({2, 2})}});
   t.finish({ok});

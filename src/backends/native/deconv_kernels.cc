@@ -1,12 +1,14 @@
-// ConvTranspose with kernel == stride as one SGEMM per block of input rows, and inference
-// BatchNormalization.
+// ConvTranspose as SGEMM (C = every tap of every input pixel) plus a scatter of C into the
+// output, and inference BatchNormalization.
 //
-// Such a ConvTranspose writes disjoint KH x KW tiles: y[n, oc, h*KH + kh, w*KW + kw] =
+// With kernel == stride (no padding or dilation) a ConvTranspose writes disjoint KH x KW tiles: y[n, oc, h*KH + kh, w*KW + kw] =
 // sum_ic x[n, ic, h, w] * W[ic, oc, kh, kw]. With the pixels of a block of rows as the rows of A
 // (A(p, ic) = x[n, ic, p], a column-major view of NCHW data) and W as a constant [IC, OC*KH*KW]
 // B (packed once), C[p, (oc, kh, kw)] holds every tile of those pixels. C lives in the thread's
 // scratch; its KW-wide pieces are copied to their rows of y, and the elementwise tail runs on
-// the finished rows while they are in cache. Per-channel affine nodes right after the
+// the finished rows while they are in cache. Other ConvTransposes (overlapping, padded or
+// dilated taps) compute C for a whole image, then add each output pixel's taps plane by plane.
+// Per-channel affine nodes right after the
 // ConvTranspose (its bias Add, a BatchNormalization) are folded into W and the bias first.
 #include "backends/native/deconv_kernels.h"
 
@@ -23,10 +25,6 @@ namespace tessera::native {
 namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-bool all_equal(const std::vector<int64_t>& v, int64_t x) {
-  return std::all_of(v.begin(), v.end(), [x](int64_t e) { return e == x; });
-}
 
 // The values of constant v as one float per channel of a [N, C, ...] tensor of rank `rank`
 // (v broadcasts along every other dim), or nullopt.
@@ -74,8 +72,11 @@ Result<std::pair<std::vector<float>, std::vector<float>>> batch_norm_affine(cons
 
 struct DeconvShape {
   int64_t n, ic, h, w, oc, kh, kw;
-  int64_t oh() const { return h * kh; }
-  int64_t ow() const { return w * kw; }
+  int64_t sh = 1, sw = 1, dh = 1, dw = 1, pad_top = 0, pad_left = 0, oh_ = 0, ow_ = 0;
+  int64_t oh() const { return oh_; }
+  int64_t ow() const { return ow_; }
+  // Kernel == stride, no padding or dilation: every output pixel comes from one input pixel.
+  bool tiles() const { return sh == kh && sw == kw && dh == 1 && dw == 1 && oh_ == h * kh && ow_ == w * kw && pad_top == 0 && pad_left == 0; }
 };
 
 Result<DeconvShape> deconv_shape(const Graph& g, const Node& node) {
@@ -88,14 +89,24 @@ Result<DeconvShape> deconv_shape(const Graph& g, const Node& node) {
   const std::vector<int64_t> w = g.value(node.inputs[1]).type.static_dims();
   if (x.size() != 4 || w.size() != 4) return unimplemented("ConvTranspose that is not 2-D");
   if (node.attr_int("group", 1) != 1) return unimplemented("grouped ConvTranspose");
+  if (node.attr_string("auto_pad", "NOTSET") != "NOTSET" || node.has_attr("output_shape"))
+    return unimplemented("ConvTranspose with auto_pad or output_shape");
   DeconvShape s{x[0], x[1], x[2], x[3], w[1], w[2], w[3]};
   if (w[0] != s.ic) return invalid_argument("ConvTranspose: W's first dim is not X's channels");
   const std::vector<int64_t> kernel = {s.kh, s.kw};
-  if (node.attr_ints("strides", {1, 1}) != kernel || node.attr_ints("kernel_shape", kernel) != kernel)
-    return unimplemented("ConvTranspose whose stride is not its kernel");
-  if (!all_equal(node.attr_ints("dilations", {1, 1}), 1) || !all_equal(node.attr_ints("pads", {0, 0, 0, 0}), 0) ||
-      !all_equal(node.attr_ints("output_padding", {0, 0}), 0))
-    return unimplemented("ConvTranspose with dilation or padding");
+  if (node.attr_ints("kernel_shape", kernel) != kernel) return invalid_argument("ConvTranspose: kernel_shape is not W's");
+  const std::vector<int64_t> strides = node.attr_ints("strides", {1, 1}), dil = node.attr_ints("dilations", {1, 1});
+  const std::vector<int64_t> pads = node.attr_ints("pads", {0, 0, 0, 0}), out_pad = node.attr_ints("output_padding", {0, 0});
+  if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4 || out_pad.size() != 2)
+    return invalid_argument("ConvTranspose: strides, dilations, pads or output_padding of the wrong length");
+  if (std::any_of(strides.begin(), strides.end(), [](int64_t v) { return v < 1; }) ||
+      std::any_of(dil.begin(), dil.end(), [](int64_t v) { return v < 1; }) ||
+      std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v < 0; }))
+    return invalid_argument("ConvTranspose: strides and dilations must be positive, pads not negative");
+  s.sh = strides[0], s.sw = strides[1], s.dh = dil[0], s.dw = dil[1], s.pad_top = pads[0], s.pad_left = pads[1];
+  s.oh_ = (s.h - 1) * s.sh - pads[0] - pads[2] + s.dh * (s.kh - 1) + 1 + out_pad[0];
+  s.ow_ = (s.w - 1) * s.sw - pads[1] - pads[3] + s.dw * (s.kw - 1) + 1 + out_pad[1];
+  if (s.oh_ < 1 || s.ow_ < 1) return invalid_argument("ConvTranspose: empty output");
   if (node.inputs.size() > 2 && node.inputs[2] != kNoValue) {
     TESSERA_RETURN_IF_ERROR(check_float_value(g, node.inputs[2]));
     if (!per_channel(g, node.inputs[2], s.oc, 2)) return unimplemented("ConvTranspose bias that is not constant");
@@ -103,7 +114,7 @@ Result<DeconvShape> deconv_shape(const Graph& g, const Node& node) {
   if (node.outputs.empty() || node.outputs[0] == kNoValue) return invalid_argument("ConvTranspose has no output");
   TESSERA_RETURN_IF_ERROR(check_float_value(g, node.outputs[0]));
   if (g.value(node.outputs[0]).type.static_dims() != std::vector<int64_t>{s.n, s.oc, s.oh(), s.ow()})
-    return unimplemented("ConvTranspose with an output shape other than input * stride");
+    return unimplemented("ConvTranspose whose output shape is not the one its attributes give");
   return s;
 }
 
@@ -239,7 +250,6 @@ class DeconvKernel final : public Kernel {
   }
 
   Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs, KernelRunContext& ctx) override {
-    const DeconvShape& s = plan_.shape;
     TESSERA_ASSIGN_OR_RETURN(const float* x, resolve_float(x_, inputs));
     Tensor y = ctx.alloc.allocate_uninitialized(DType::kFloat32, out_dims_);
     float* yp = y.data<float>();
@@ -260,7 +270,20 @@ class DeconvKernel final : public Kernel {
     }
     const EltwiseBuffers buffers{tail_in.data(), tail_out_ptr.data()};
 
-    // Tasks of `rows` input rows (a C of about 256 pixels), at least a few per thread.
+    if (plan_.shape.tiles()) {
+      run_tiles(x, yp, buffers, ctx);
+    } else {
+      run_overlapping(x, yp, buffers, ctx);
+    }
+    outputs.resize(out_pos_.size());
+    for (size_t i = 0; i < out_pos_.size(); ++i) outputs[i] = out_pos_[i] < 0 ? y : tail_out[out_pos_[i]];
+    return Status();
+  }
+
+  // Kernel == stride: tasks of `rows` input rows (a C of about 256 pixels), at least a few per
+  // thread; each task's C goes straight to its own output rows.
+  void run_tiles(const float* x, float* yp, const EltwiseBuffers& buffers, KernelRunContext& ctx) const {
+    const DeconvShape& s = plan_.shape;
     const int threads = pool_threads(ctx.pool);
     int64_t rows = std::clamp<int64_t>(256 / std::max<int64_t>(1, s.w), 1, s.h);
     while (rows > 1 && s.n * ceil_div(s.h, rows) < 4 * threads) rows = (rows + 1) / 2;
@@ -299,9 +322,61 @@ class DeconvKernel final : public Kernel {
         }
       }
     });
-    outputs.resize(out_pos_.size());
-    for (size_t i = 0; i < out_pos_.size(); ++i) outputs[i] = out_pos_[i] < 0 ? y : tail_out[out_pos_[i]];
-    return Status();
+  }
+
+  // Overlapping (or padded, dilated) taps: C of every pixel of an image first (each task its own
+  // rows of C), then per output plane the bias, the sum of the taps landing on each pixel, and
+  // the tail.
+  void run_overlapping(const float* x, float* yp, const EltwiseBuffers& buffers, KernelRunContext& ctx) const {
+    const DeconvShape& s = plan_.shape;
+    const int threads = pool_threads(ctx.pool);
+    const int64_t cols = s.oc * s.kh * s.kw, oh = s.oh(), ow = s.ow();
+    int64_t rows = std::clamp<int64_t>(256 / std::max<int64_t>(1, s.w), 1, s.h);
+    while (rows > 1 && ceil_div(s.h, rows) < 4 * threads) rows = (rows + 1) / 2;
+    ScratchBuffer c(s.h * s.w * cols);
+    for (int64_t n = 0; n < s.n; ++n) {
+      parallel(ctx.pool, ceil_div(s.h, rows), 1, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t h0 = t * rows, h1 = std::min(s.h, h0 + rows);
+          GemmShape gs;
+          gs.m = (h1 - h0) * s.w;
+          gs.n = cols;
+          gs.k = s.ic;
+          gs.a_rs = 1;
+          gs.a_cs = s.h * s.w;
+          gs.ldc = cols;
+          gs.b_packed = true;
+          sgemm_batched(isa_, gs,
+                        {GemmOperands{x + n * s.ic * s.h * s.w + h0 * s.w, packed_w_->data(), c.data() + h0 * s.w * cols}},
+                        GemmHooks{}, nullptr);
+        }
+      });
+      parallel(ctx.pool, s.oc, 1, [&](int64_t oc0, int64_t oc1) {
+        ScratchBuffer scratch(plan_.tail.empty() ? 0 : tail_.program.scratch_floats());
+        for (int64_t oc = oc0; oc < oc1; ++oc) {
+          float* plane = yp + (n * s.oc + oc) * oh * ow;
+          std::fill(plane, plane + oh * ow, plan_.shift[oc]);
+          for (int64_t ih = 0; ih < s.h; ++ih)
+            for (int64_t kh = 0; kh < s.kh; ++kh) {
+              const int64_t y = ih * s.sh - s.pad_top + kh * s.dh;
+              if (y < 0 || y >= oh) continue;
+              float* out_row = plane + y * ow;
+              for (int64_t iw = 0; iw < s.w; ++iw) {
+                const float* taps = c.data() + (ih * s.w + iw) * cols + (oc * s.kh + kh) * s.kw;
+                const int64_t x0 = iw * s.sw - s.pad_left;
+                for (int64_t kw = 0; kw < s.kw; ++kw) {
+                  const int64_t xo = x0 + kw * s.dw;
+                  if (xo >= 0 && xo < ow) out_row[xo] += taps[kw];
+                }
+              }
+            }
+          if (!plan_.tail.empty()) {
+            const int64_t begin = (n * s.oc + oc) * oh * ow;
+            isa_.eltwise(tail_.program, buffers, begin, begin + oh * ow, scratch.data());
+          }
+        }
+      });
+    }
   }
 
  private:

@@ -83,7 +83,7 @@ const char* const kFusedChains[] = {
     "Add+Sqrt+Div",  "Exp+Log",         "Tanh+Mul",         "Neg+Exp+Add",    "Max+Min",
     "LeakyRelu+Mul", "MatMul+Add",      "MatMul+Add+Relu",  "MatMul+Add+Add", "MatMul+Mul",
     "Gemm+Relu",     "Gemm+HardSwish",  "Gemm+Add+Sigmoid",
-    "ConvTranspose+Add", "ConvTranspose+Add+BatchNormalization+Relu", "ConvTranspose+Add+Sigmoid",
+    "ConvTranspose+Add", "ConvTranspose+Add+Sigmoid",
     "ConvTranspose+BatchNormalization+Relu", "ConvTranspose+Relu",
 };
 
