@@ -13,6 +13,11 @@ namespace tessera {
 
 namespace {
 
+// A partition label cut to at most `width` characters for one line of text.
+std::string short_label(const std::string& label, size_t width) {
+  return label.size() > width ? label.substr(0, width - 3) + "..." : label;
+}
+
 std::string ms(double seconds, int digits = 3) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "%.*f ms", digits, seconds * 1e3);
@@ -143,7 +148,7 @@ std::string summary_text(const OptimizeSummary& s, const OptimizeResult& r) {
   for (size_t k = 0; k < order.size() && k < 12; ++k) {
     const PlanPartition& p = plan.partitions[order[k]];
     const PartitionTiming& t = r.timings[order[k]];
-    std::string label = p.label.size() > 40 ? p.label.substr(0, 37) + "..." : p.label;
+    std::string label = short_label(p.label, 40);
     std::snprintf(line, sizeof line, "  %-9s %-40s %12s %12s %7s\n", p.backend.c_str(), label.c_str(),
                   t.isolated_seconds >= 0 ? ms(t.isolated_seconds).c_str() : "-", ms(t.in_plan_seconds).c_str(),
                   percent(t.in_plan_seconds / std::max(plan.measured_seconds, 1e-12)).c_str());
@@ -177,7 +182,7 @@ std::string summary_text(const OptimizeSummary& s, const OptimizeResult& r) {
     out << "  partitions slower or faster inside the plan than alone:";
     if (s.interacting.empty()) out << " none stands out (many small differences add up)";
     for (int i : s.interacting)
-      out << " #" << i << " " << plan.partitions[i].backend << ":" << plan.partitions[i].label;
+      out << " #" << i << " " << plan.partitions[i].backend << ":" << short_label(plan.partitions[i].label, 40);
     out << "\n";
   }
   if (!s.best_single.empty()) {

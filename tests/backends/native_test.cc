@@ -597,7 +597,7 @@ TEST(NativeBackend, RejectsWhatItCannotRun) {
   for (int n = 0; n < t.g.num_nodes(); ++n)
     if (t.g.node(n).op_type == "Softmax" || t.g.node(n).op_type == "Add") s.add(n);
   EXPECT_FALSE(b->accepts(SubGraph(t.g, s)).ok());
-  EXPECT_NE(b->version().find("tessera native ("), std::string::npos);
+  EXPECT_NE(b->version().find("tessera native r"), std::string::npos);
 }
 
 }  // namespace
