@@ -119,9 +119,14 @@ std::vector<int> GraphExecutor::step_nodes(int i) const {
   return s.subgraph ? s.subgraph->nodes().to_vector() : std::vector<int>{s.node};
 }
 
+std::string GraphExecutor::step_backend(int i) const {
+  const Step& s = steps_[i];
+  return s.backend ? s.backend->name() : "ref";
+}
+
 std::map<std::string, int> GraphExecutor::steps_per_backend() const {
   std::map<std::string, int> m;
-  for (const Step& s : steps_) ++m[s.backend ? s.backend->name() : "ref"];
+  for (int i = 0; i < num_steps(); ++i) ++m[step_backend(i)];
   return m;
 }
 

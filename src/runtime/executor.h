@@ -46,6 +46,8 @@ class GraphExecutor {
   int num_steps() const { return static_cast<int>(steps_.size()); }
   // The nodes step i runs (one for a reference step).
   std::vector<int> step_nodes(int i) const;
+  // The backend step i runs on ("ref" for a reference step).
+  std::string step_backend(int i) const;
 
  private:
   struct Step {

@@ -125,10 +125,10 @@ class MemoEstimator final : public CostEstimator {
   std::map<std::pair<const Backend*, std::vector<int>>, Cost> memo_;
 };
 
-// The backend sets to search: everything, and with two or more own-thread runtimes, each of them
-// alone with the tessera-thread backends (first: they are the likelier winners on few cores).
+// The backend sets to search: with two or more own-thread runtimes, each of them alone with the
+// tessera-thread backends, then everything together only when `mix_runtimes`; else everything.
 std::vector<std::pair<std::string, std::vector<const Backend*>>> search_variants(
-    const std::vector<const Backend*>& backends) {
+    const std::vector<const Backend*>& backends, bool mix_runtimes) {
   std::vector<const Backend*> shared;
   std::map<std::string, std::vector<const Backend*>> own;
   for (const Backend* b : backends) {
@@ -146,7 +146,7 @@ std::vector<std::pair<std::string, std::vector<const Backend*>>> search_variants
       variants.emplace_back(runtime + "+tessera", v);
     }
   }
-  variants.emplace_back("all", backends);
+  if (variants.empty() || mix_runtimes) variants.emplace_back("all", backends);
   return variants;
 }
 
@@ -315,7 +315,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
   MemoEstimator memo(cached);
   TransitionCosts transitions(measuring, db.get(), options.threads);
 
-  auto variants = search_variants(backends);
+  auto variants = search_variants(backends, options.mix_runtimes);
   std::vector<SearchResult> searches;
   double best = -1;  // measured end to end
   double best_predicted = std::numeric_limits<double>::infinity();

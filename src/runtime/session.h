@@ -57,6 +57,8 @@ class Session {
   void set_profile(bool on) { stats_.profile = on; }
   // The nodes step i runs.
   std::vector<int> step_nodes(int i) const { return executor_->step_nodes(i); }
+  std::string step_backend(int i) const { return executor_->step_backend(i); }
+  int num_steps() const { return executor_->num_steps(); }
   // Frees the intermediate buffers kept for reuse between runs; returns their bytes.
   size_t release_free_buffers() { return buffers_.release_free(); }
 

@@ -27,6 +27,7 @@ struct OptimizeFlags {
   std::string cost_db;
   bool no_cost_db = false;
   bool no_transitions = false;
+  bool mix_runtimes = false;
   bool no_compare = false;
   bool json = false;
   bool quiet = false;
@@ -122,6 +123,7 @@ int run_optimize(const OptimizeFlags& o) {
   opts.cost_db = o.cost_db;
   opts.use_cost_db = !o.no_cost_db;
   opts.transitions = !o.no_transitions;
+  opts.mix_runtimes = o.mix_runtimes;
   opts.inputs = *inputs;
   opts.seed = o.in.seed;
   opts.model_name = o.model;
@@ -179,6 +181,9 @@ void add_optimize_command(CLI::App& app, int& exit_code) {
                   "Cost database file (default: $TESSERA_COST_DB or ~/.cache/tessera/costs.sqlite)");
   sub->add_flag("--no-cost-db", o->no_cost_db, "Measure everything afresh and store nothing");
   sub->add_flag("--no-transitions", o->no_transitions, "Do not charge transitions between backends");
+  sub->add_flag("--mix-runtimes", o->mix_runtimes,
+                "Also search plans mixing backends of different thread runtimes (OpenMP, pthreadpool); off: "
+                "each runtime is searched alone with tessera's own backends");
   sub->add_flag("--no-compare", o->no_compare, "Skip timing the single-backend placements at the end");
   sub->add_flag("--json", o->json, "Print the summary as JSON");
   sub->add_flag("-q,--quiet", o->quiet, "No progress bar");

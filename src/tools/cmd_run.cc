@@ -9,6 +9,7 @@
 #include <random>
 
 #include "ir/npy.h"
+#include "ir/subgraph.h"
 #include "runtime/session.h"
 #include "tools/cli.h"
 #include "tools/model_inputs.h"
@@ -26,6 +27,7 @@ struct RunOptions {
   int repeat = 1;
   int warmup = 1;
   bool json = false;
+  bool profile = false;
 };
 
 struct Stats {
@@ -87,13 +89,18 @@ int run_model(const RunOptions& o) {
   if (!inputs.ok()) return fail(inputs.status());
 
   std::vector<double> times_ms;
+  (*session)->set_profile(o.profile);
+  std::vector<std::vector<double>> step_ms((*session)->num_steps());
   Result<std::map<std::string, Tensor>> out = Status(internal_error("not run"));
   for (int i = 0; i < o.warmup + o.repeat; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     out = (*session)->run(*inputs);
     auto t1 = std::chrono::steady_clock::now();
     if (!out.ok()) return fail(out.status());
-    if (i >= o.warmup) times_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    if (i < o.warmup) continue;
+    times_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    const std::vector<double>& steps = (*session)->last_run_stats().step_seconds;
+    for (size_t s = 0; s < steps.size() && s < step_ms.size(); ++s) step_ms[s].push_back(steps[s] * 1e3);
   }
   std::vector<double> sorted = times_ms;
   std::sort(sorted.begin(), sorted.end());
@@ -121,6 +128,27 @@ int run_model(const RunOptions& o) {
   j["repeat"] = o.repeat;
   j["latency_ms"] = {{"min", min_ms}, {"median", median_ms}, {"all", times_ms}};
   j["peak_intermediate_bytes"] = rs.peak_bytes;
+  // Per step: its backend, nodes and median time over the timed runs, slowest first.
+  struct StepTime {
+    int step;
+    std::string backend, label;
+    double median_ms;
+  };
+  std::vector<StepTime> profile;
+  double profile_total = 0;
+  for (int s = 0; o.profile && s < static_cast<int>(step_ms.size()); ++s) {
+    std::vector<double>& t = step_ms[s];
+    std::sort(t.begin(), t.end());
+    const Graph& g = (*session)->graph();
+    std::vector<int> nodes = (*session)->step_nodes(s);
+    profile.push_back({s, (*session)->step_backend(s), SubGraph(g, NodeSet::of(g.num_nodes(), nodes)).label(),
+                       t.empty() ? 0.0 : t[t.size() / 2]});
+    profile_total += profile.back().median_ms;
+    j["profile"].push_back({{"step", s}, {"backend", profile.back().backend}, {"nodes", nodes},
+                            {"label", profile.back().label}, {"median_ms", profile.back().median_ms}});
+  }
+  std::stable_sort(profile.begin(), profile.end(),
+                   [](const StepTime& a, const StepTime& b) { return a.median_ms > b.median_ms; });
   for (const auto& [name, t] : *out) {
     Stats s = summarize(t);
     j["outputs"][name] = {{"dtype", dtype_name(t.dtype())}, {"shape", t.dims()}, {"min", s.min}, {"max", s.max},
@@ -141,6 +169,15 @@ int run_model(const RunOptions& o) {
   for (const auto& [b, n] : (*session)->steps_per_backend()) steps += (steps.empty() ? "" : ", ") + b + " " + std::to_string(n);
   std::printf("steps: %s\n", steps.c_str());
   std::printf("peak intermediate memory: %.2f MiB\n", rs.peak_bytes / 1048576.0);
+  if (o.profile) {
+    std::printf("profile: %zu steps, medians add up to %.3f ms (slowest first)\n", profile.size(), profile_total);
+    std::printf("  %5s  %-8s %-48s %10s %7s\n", "step", "backend", "nodes", "median", "share");
+    for (const StepTime& p : profile) {
+      std::string label = p.label.size() > 48 ? p.label.substr(0, 45) + "..." : p.label;
+      std::printf("  %5d  %-8s %-48s %7.3f ms %6.1f%%\n", p.step, p.backend.c_str(), label.c_str(), p.median_ms,
+                  profile_total > 0 ? 100.0 * p.median_ms / profile_total : 0.0);
+    }
+  }
   return 0;
 }
 
@@ -160,6 +197,8 @@ void add_run_command(CLI::App& app, int& exit_code) {
   sub->add_option("--repeat", o->repeat, "Timed runs (min and median are reported)")->capture_default_str();
   sub->add_option("--warmup", o->warmup, "Untimed runs before timing")->capture_default_str();
   sub->add_flag("--json", o->json, "Print a machine-readable summary");
+  sub->add_flag("--profile", o->profile,
+                "Time every step (a backend's partition or a reference node) and list them, slowest first");
   sub->callback([o, &exit_code] { exit_code = run_model(*o); });
 }
 
