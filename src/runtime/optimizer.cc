@@ -268,6 +268,35 @@ void add_placement_candidates(const Graph& g, const std::vector<const Backend*>&
     if (!carved.empty()) add(b, &carved, "carved placement");
   }
 }
+using TransitionFn = std::function<double(const Backend*, const Backend*)>;
+
+// A placement as a search result: its groups, and every other node on the reference backend, with
+// the times they took inside the placement's end-to-end runs (nothing is measured again) and the
+// transitions between them.
+SearchResult placement_search_result(const Graph& g, const std::vector<Partition>& placed, const PlanTiming& timing,
+                                     const TransitionFn& transition) {
+  SearchResult out;
+  NodeSet covered(g.num_nodes());
+  auto add = [&](Candidate c, double seconds) {
+    out.seconds += seconds;
+    covered |= c.nodes;
+    out.partitions.push_back({std::move(c), Cost::of(seconds)});
+  };
+  for (size_t i = 0; i < placed.size(); ++i)
+    add(Candidate{placed[i].nodes, placed[i].backend, "placement"}, timing.per_owner[i]);
+  for (int n = 0; n < g.num_nodes(); ++n)
+    if (!covered.contains(n)) add(Candidate{NodeSet::of(g.num_nodes(), {n}), &ref_backend(), "host"}, timing.per_node[n]);
+  std::sort(out.partitions.begin(), out.partitions.end(), [](const PlannedPartition& a, const PlannedPartition& b) {
+    return a.candidate.nodes.first() < b.candidate.nodes.first();
+  });
+  if (transition) {
+    out.transition_seconds = plan_transition_seconds(g, out.partitions, transition);
+    out.seconds += out.transition_seconds;
+  }
+  out.finished = true;
+  return out;
+}
+
 }  // namespace
 
 Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& options) {
@@ -371,6 +400,41 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     }
     result.variants.push_back(std::move(pv));
     searches.push_back(std::move(search));
+  }
+  // Each backend's own placement (`run --backend`) contends end to end too: the parts of a plan
+  // interact (caches, idle threads of other runtimes, layout conversions at every boundary), and a
+  // plan predicted cheaper from its parts can run slower than one whole-model kernel (det: a
+  // searched plan predicted 43 ms ran 55-61 ms; oneDNN's placement, one kernel, 31 ms).
+  if (options.placements) {
+    for (const Backend* b : backends) {
+      if (options.stop && options.stop()) break;
+      auto placed = place_on_backend(g, *b);
+      if (!placed.ok() || placed->empty()) continue;
+      phase("placement " + b->name());
+      PlanVariant pv;
+      pv.name = "placement:" + b->name();
+      pv.backends = {b->name(), "ref"};
+      pv.predicted_seconds = -1;  // not searched
+      std::vector<int> owner(g.num_nodes(), -1);
+      for (size_t i = 0; i < placed->size(); ++i)
+        for (int n : (*placed)[i].nodes) owner[n] = static_cast<int>(i);
+      auto timing = time_partitions(g, *placed, inputs, measure, owner, static_cast<int>(placed->size()));
+      SearchResult search;
+      if (!timing.ok()) {
+        pv.error = timing.status().message();
+      } else {
+        pv.measured_seconds = timing->total.seconds;
+        if (best < 0 || pv.measured_seconds < best) {
+          TransitionFn transition;
+          if (options.transitions) transition = std::ref(transitions);
+          search = placement_search_result(g, *placed, *timing, transition);
+          best = pv.measured_seconds;
+          result.chosen_variant = static_cast<int>(result.variants.size());
+        }
+      }
+      result.variants.push_back(std::move(pv));
+      searches.push_back(std::move(search));
+    }
   }
   if (best < 0) return internal_error("no plan could be run: " + result.variants.back().error);
   result.search = std::move(searches[result.chosen_variant]);

@@ -40,6 +40,9 @@ struct OptimizeOptions {
   // mixed det plan predicted at 28 ms from its parts measured 345 ms end to end, after a search
   // that took most of the budget.
   bool mix_runtimes = false;
+  // Each backend's whole-model placement is timed end to end after the search and becomes the
+  // plan when it runs faster than the searched plans.
+  bool placements = true;
   int max_exact_nodes = 40;  // larger graphs are searched with one state per covered set
   // Larger graphs are also searched as A*. Each backend first runs every node it supports as its
   // own kernel, and its fused single-backend placement, in whole-model runs; the single-node times
@@ -73,9 +76,9 @@ struct PartitionTiming {
 // per runtime (that runtime's backends with the tessera-thread ones) and once with everything,
 // and keeps the variant that measures fastest end to end.
 struct PlanVariant {
-  std::string name;  // "openmp+tessera", "all"
+  std::string name;  // "openmp+tessera", "all"; "placement:onednn" for a backend's own placement
   std::vector<std::string> backends;
-  double predicted_seconds = 0;
+  double predicted_seconds = 0;  // -1: not predicted (a placement that lost)
   double measured_seconds = -1;  // -1: it could not be run
   std::string error;
 };

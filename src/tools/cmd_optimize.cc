@@ -28,6 +28,7 @@ struct OptimizeFlags {
   bool no_cost_db = false;
   bool no_transitions = false;
   bool mix_runtimes = false;
+  bool no_placements = false;
   bool no_compare = false;
   bool json = false;
   bool quiet = false;
@@ -124,6 +125,7 @@ int run_optimize(const OptimizeFlags& o) {
   opts.use_cost_db = !o.no_cost_db;
   opts.transitions = !o.no_transitions;
   opts.mix_runtimes = o.mix_runtimes;
+  opts.placements = !o.no_placements;
   opts.inputs = *inputs;
   opts.seed = o.in.seed;
   opts.model_name = o.model;
@@ -184,6 +186,8 @@ void add_optimize_command(CLI::App& app, int& exit_code) {
   sub->add_flag("--mix-runtimes", o->mix_runtimes,
                 "Also search plans mixing backends of different thread runtimes (OpenMP, pthreadpool); off: "
                 "each runtime is searched alone with tessera's own backends");
+  sub->add_flag("--no-placements", o->no_placements,
+                "Do not let single-backend placements (timed end to end) replace the searched plan when faster");
   sub->add_flag("--no-compare", o->no_compare, "Skip timing the single-backend placements at the end");
   sub->add_flag("--json", o->json, "Print the summary as JSON");
   sub->add_flag("-q,--quiet", o->quiet, "No progress bar");

@@ -165,7 +165,8 @@ std::string summary_text(const OptimizeSummary& s, const OptimizeResult& r) {
               : "")
       << "\n";
   if (r.variants.size() > 1) {
-    out << "searched " << r.variants.size() << " backend sets (own thread runtimes interfere when mixed):";
+    out << r.variants.size() << " contenders measured end to end (searched backend sets: own thread runtimes "
+           "interfere when mixed; single-backend placements):";
     for (size_t k = 0; k < r.variants.size(); ++k) {
       const PlanVariant& v = r.variants[k];
       out << (k ? "," : "") << " " << v.name;
@@ -173,7 +174,8 @@ std::string summary_text(const OptimizeSummary& s, const OptimizeResult& r) {
         out << ": " << v.error;
         continue;
       }
-      out << " predicted " << ms(v.predicted_seconds) << " measured " << ms(v.measured_seconds)
+      if (v.predicted_seconds >= 0) out << " predicted " << ms(v.predicted_seconds);
+      out << " measured " << ms(v.measured_seconds)
           << (static_cast<int>(k) == r.chosen_variant ? " (chosen)" : "");
     }
     out << "\n";
@@ -317,16 +319,18 @@ Status write_report_html(const std::string& path, const Graph& g, const Optimize
     << ms(s.remeasured_seconds) << "</td></tr><tr><td>its error (drift since the costs were stored left out)</td>"
     << "<td class=n>" << percent(s.remeasured_error) << "</td></tr></table>\n";
   if (r.variants.size() > 1) {
-    h << "<h2>Backend sets searched</h2><p>Backends with their own thread runtimes (OpenMP, pthreadpool) "
-         "interfere when one plan mixes them: their idle workers spin on the cores the other needs. The "
-         "additive model cannot see it, so each set was searched and its plan measured end to end.</p>"
+    h << "<h2>Contenders measured end to end</h2><p>Backends with their own thread runtimes (OpenMP, "
+         "pthreadpool) interfere when one plan mixes them: their idle workers spin on the cores the other "
+         "needs. The additive model cannot see it, so each set was searched and its plan measured end to end; "
+         "so was each backend's own placement, which keeps its fusion across the whole model.</p>"
          "<table><tr><th>set</th><th>backends</th><th>predicted</th><th>measured</th></tr>";
     for (size_t k = 0; k < r.variants.size(); ++k) {
       const PlanVariant& v = r.variants[k];
       std::string names;
       for (const std::string& b : v.backends) names += (names.empty() ? "" : ", ") + b;
       h << "<tr><td>" << html_escape(v.name) << (static_cast<int>(k) == r.chosen_variant ? " (chosen)" : "")
-        << "</td><td>" << html_escape(names) << "</td><td class=n>" << ms(v.predicted_seconds) << "</td><td class=n>"
+        << "</td><td>" << html_escape(names) << "</td><td class=n>" << (v.predicted_seconds >= 0 ? ms(v.predicted_seconds) : "-")
+        << "</td><td class=n>"
         << (v.measured_seconds >= 0 ? ms(v.measured_seconds) : html_escape(v.error)) << "</td></tr>";
     }
     h << "</table>\n";

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 
@@ -234,6 +235,46 @@ TEST(Optimizer, PlansMeasuresOnceAndReplays) {
     EXPECT_TRUE(compare_tensors(got, want[i], 1e-4, 1e-4 * std::max(1.0, max_abs(want[i]))).ok());
   }
   std::filesystem::remove(db);
+}
+
+TEST(Optimizer, ChoosesTheFastestContenderEndToEnd) {
+  TestGraph t = small_net();
+  OptimizeOptions o;
+  o.threads = 1;
+  o.use_cost_db = false;
+  o.budget_seconds = 120;
+  o.measure = quick();
+  o.inputs = named_inputs(t);
+  auto r = optimize_graph(t.g, o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  // Every available backend's own placement contended, timed end to end.
+  int placements = 0;
+  for (const Backend* b : all_backends()) {
+    if (b == &ref_backend() || !b->available().ok()) continue;
+    auto it = std::find_if(r->variants.begin(), r->variants.end(),
+                           [&](const PlanVariant& v) { return v.name == "placement:" + b->name(); });
+    ASSERT_NE(it, r->variants.end()) << b->name();
+    EXPECT_GT(it->measured_seconds, 0) << b->name() << ": " << it->error;
+    ++placements;
+  }
+  EXPECT_GT(placements, 0);
+  // The chosen contender is the one that ran fastest, and its plan covers every node once.
+  ASSERT_GE(r->chosen_variant, 0);
+  ASSERT_LT(r->chosen_variant, static_cast<int>(r->variants.size()));
+  const double chosen = r->variants[r->chosen_variant].measured_seconds;
+  for (const PlanVariant& v : r->variants) {
+    if (v.measured_seconds < 0) continue;
+    EXPECT_LE(chosen, v.measured_seconds) << v.name;
+  }
+  std::vector<int> covered(t.g.num_nodes(), 0);
+  for (const PlanPartition& p : r->plan.partitions)
+    for (int n : p.nodes) ++covered[n];
+  for (int n = 0; n < t.g.num_nodes(); ++n) EXPECT_EQ(covered[n], 1) << t.g.node(n).describe();
+  // Without placements, only searched backend sets contend.
+  o.placements = false;
+  auto searched = optimize_graph(t.g, o);
+  ASSERT_TRUE(searched.ok()) << searched.status().to_string();
+  for (const PlanVariant& v : searched->variants) EXPECT_EQ(v.name.rfind("placement:", 0), std::string::npos) << v.name;
 }
 
 TEST(Optimizer, PlanForAnotherModelIsRefused) {
