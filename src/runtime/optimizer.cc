@@ -274,7 +274,7 @@ using TransitionFn = std::function<double(const Backend*, const Backend*)>;
 // the times they took inside the placement's end-to-end runs (nothing is measured again) and the
 // transitions between them.
 SearchResult placement_search_result(const Graph& g, const std::vector<Partition>& placed, const PlanTiming& timing,
-                                     const TransitionFn& transition) {
+                                     const TransitionFn& transition, const char* rule) {
   SearchResult out;
   NodeSet covered(g.num_nodes());
   auto add = [&](Candidate c, double seconds) {
@@ -283,7 +283,7 @@ SearchResult placement_search_result(const Graph& g, const std::vector<Partition
     out.partitions.push_back({std::move(c), Cost::of(seconds)});
   };
   for (size_t i = 0; i < placed.size(); ++i)
-    add(Candidate{placed[i].nodes, placed[i].backend, "placement"}, timing.per_owner[i]);
+    add(Candidate{placed[i].nodes, placed[i].backend, rule}, timing.per_owner[i]);
   for (int n = 0; n < g.num_nodes(); ++n)
     if (!covered.contains(n)) add(Candidate{NodeSet::of(g.num_nodes(), {n}), &ref_backend(), "host"}, timing.per_node[n]);
   std::sort(out.partitions.begin(), out.partitions.end(), [](const PlannedPartition& a, const PlannedPartition& b) {
@@ -297,7 +297,78 @@ SearchResult placement_search_result(const Graph& g, const std::vector<Partition
   return out;
 }
 
+// Owner index per node: which of `parts` holds it (-1: a reference node).
+std::vector<int> owners_of(const Graph& g, const std::vector<Partition>& parts) {
+  std::vector<int> owner(g.num_nodes(), -1);
+  for (size_t i = 0; i < parts.size(); ++i)
+    for (int n : parts[i].nodes) owner[n] = static_cast<int>(i);
+  return owner;
+}
+
+
 }  // namespace
+
+Refinement refine_placement(const Graph& g, const Backend& base, const std::vector<const Backend*>& backends,
+                            const std::map<const Backend*, std::vector<double>>& node_seconds,
+                            const std::vector<Tensor>& inputs, const MeasureOptions& measure,
+                            const OptimizeOptions& options, Clock::time_point deadline) {
+  Refinement out;
+  auto placed = place_on_backend(g, base);
+  if (!placed.ok()) return out;
+  out.partitions = *placed;
+  auto mine_it = node_seconds.find(&base);
+  if (mine_it == node_seconds.end()) return out;
+  const std::vector<double>& mine = mine_it->second;
+  double total = 0;
+  for (double t : mine) total += std::isfinite(t) ? t : 0;
+  struct Move {
+    int node;
+    const Backend* to;
+    double saving;
+  };
+  std::vector<Move> moves;
+  for (int n = 0; n < g.num_nodes(); ++n) {
+    if (!std::isfinite(mine[n])) continue;
+    Move best{n, nullptr, options.refine_min_saving * total};
+    for (const Backend* o : backends) {
+      auto theirs = node_seconds.find(o);
+      if (o == &base || theirs == node_seconds.end() || !std::isfinite(theirs->second[n])) continue;
+      const std::string runtime = o->thread_runtime();
+      if (runtime != "tessera" && runtime != base.thread_runtime() && !options.mix_runtimes) continue;
+      if (mine[n] - theirs->second[n] > best.saving) best = {n, o, mine[n] - theirs->second[n]};
+    }
+    if (best.to) moves.push_back(best);
+  }
+  std::stable_sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) { return a.saving > b.saving; });
+  NodeSet moved(g.num_nodes());
+  std::vector<Move> kept;
+  // Each move is judged against the plan so far, the two timed in turns (a shared machine's drift
+  // then shifts both alike).
+  MeasureOptions paired = measure;
+  paired.min_runs = std::max(measure.min_runs, 7);
+  paired.min_total_seconds = std::max(measure.min_total_seconds, 0.15);
+  for (const Move& m : moves) {
+    if (out.tried >= options.refine_max_tries || Clock::now() >= deadline || (options.stop && options.stop())) break;
+    moved.add(m.node);
+    auto carved = place_on_backend(g, base, &moved);
+    ++out.tried;
+    if (carved.ok()) {
+      std::vector<Partition> parts = *carved;
+      for (const Move& k : kept) parts.push_back(Partition{NodeSet::of(g.num_nodes(), {k.node}), k.to});
+      parts.push_back(Partition{NodeSet::of(g.num_nodes(), {m.node}), m.to});
+      std::vector<Cost> costs = time_in_turns(g, {out.partitions, parts}, inputs, paired);
+      if (costs[0].valid && costs[1].valid && costs[1].seconds < costs[0].seconds * (1 - options.refine_min_gain)) {
+        kept.push_back(m);
+        out.partitions = std::move(parts);
+        continue;
+      }
+    }
+    moved.remove(m.node);
+  }
+  out.improved = !kept.empty();
+  out.moves = static_cast<int>(kept.size());
+  return out;
+}
 
 Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& options) {
   const auto started = Clock::now();
@@ -366,7 +437,8 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     // Each variant may use an equal share of what is left of the budget (later ones reuse the
     // costs the earlier ones measured, so they are quicker).
     auto now = Clock::now();
-    so.deadline = now + (deadline - now) / static_cast<int>(variants.size() - k);
+    // With placements, their refinement gets one more share.
+    so.deadline = now + (deadline - now) / static_cast<int>(variants.size() - k + (options.placements ? 1 : 0));
     so.stop = options.stop;
     so.progress = [&](const SearchProgress& p) {
       if (options.progress) options.progress((p.merging ? "merge" : "search") + label, p);
@@ -405,6 +477,9 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
   // interact (caches, idle threads of other runtimes, layout conversions at every boundary), and a
   // plan predicted cheaper from its parts can run slower than one whole-model kernel (det: a
   // searched plan predicted 43 ms ran 55-61 ms; oneDNN's placement, one kernel, 31 ms).
+  const Backend* fastest_placement = nullptr;
+  double fastest_placement_seconds = -1;
+  int fastest_placement_variant = -1;
   if (options.placements) {
     for (const Backend* b : backends) {
       if (options.stop && options.stop()) break;
@@ -415,19 +490,20 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
       pv.name = "placement:" + b->name();
       pv.backends = {b->name(), "ref"};
       pv.predicted_seconds = -1;  // not searched
-      std::vector<int> owner(g.num_nodes(), -1);
-      for (size_t i = 0; i < placed->size(); ++i)
-        for (int n : (*placed)[i].nodes) owner[n] = static_cast<int>(i);
-      auto timing = time_partitions(g, *placed, inputs, measure, owner, static_cast<int>(placed->size()));
+      auto timing = time_partitions(g, *placed, inputs, measure, owners_of(g, *placed), static_cast<int>(placed->size()));
       SearchResult search;
       if (!timing.ok()) {
         pv.error = timing.status().message();
       } else {
         pv.measured_seconds = timing->total.seconds;
+        if (!fastest_placement || pv.measured_seconds < fastest_placement_seconds) {
+          fastest_placement = b, fastest_placement_seconds = pv.measured_seconds;
+          fastest_placement_variant = static_cast<int>(result.variants.size());
+        }
         if (best < 0 || pv.measured_seconds < best) {
           TransitionFn transition;
           if (options.transitions) transition = std::ref(transitions);
-          search = placement_search_result(g, *placed, *timing, transition);
+          search = placement_search_result(g, *placed, *timing, transition, "placement");
           best = pv.measured_seconds;
           result.chosen_variant = static_cast<int>(result.variants.size());
         }
@@ -435,6 +511,41 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
       result.variants.push_back(std::move(pv));
       searches.push_back(std::move(search));
     }
+  }
+  if (fastest_placement && options.refine_max_tries > 0) {
+    phase("refine " + fastest_placement->name());
+    measure_node_times(g, backends, inputs, measure, db.get(), node_seconds);
+    Refinement refined =
+        refine_placement(g, *fastest_placement, backends, node_seconds, inputs, measure, options, deadline);
+    PlanVariant pv;
+    pv.name = "refined:" + fastest_placement->name();
+    pv.predicted_seconds = -1;
+    for (const Partition& p : refined.partitions)
+      if (std::find(pv.backends.begin(), pv.backends.end(), p.backend->name()) == pv.backends.end())
+        pv.backends.push_back(p.backend->name());
+    pv.error = std::to_string(refined.moves) + " of " + std::to_string(refined.tried) + " moves kept";
+    SearchResult search;
+    std::optional<PlanTiming> timing;
+    if (refined.improved) {
+      auto timed = time_partitions(g, refined.partitions, inputs, measure, owners_of(g, refined.partitions),
+                                   static_cast<int>(refined.partitions.size()));
+      if (timed.ok()) timing = std::move(*timed);
+      else pv.error = timed.status().message();
+    }
+    if (timing) {
+      pv.measured_seconds = timing->total.seconds;
+      // Its moves beat the placement in paired timings; against a searched plan, the end-to-end times decide.
+      const bool placement_chosen = result.chosen_variant == fastest_placement_variant;
+      if (best < 0 || placement_chosen || pv.measured_seconds < best) {
+        TransitionFn transition;
+        if (options.transitions) transition = std::ref(transitions);
+        search = placement_search_result(g, refined.partitions, *timing, transition, "refined placement");
+        best = pv.measured_seconds;
+        result.chosen_variant = static_cast<int>(result.variants.size());
+      }
+    }
+    result.variants.push_back(std::move(pv));
+    searches.push_back(std::move(search));
   }
   if (best < 0) return internal_error("no plan could be run: " + result.variants.back().error);
   result.search = std::move(searches[result.chosen_variant]);
@@ -483,21 +594,8 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
   return result;
 }
 
-std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, const std::map<std::string, Tensor>& given,
-                                             const MeasureOptions& options, uint64_t seed, bool with_ref) {
-  std::vector<PlacementTiming> out;
-  std::vector<Tensor> inputs;
-  for (int v : g.inputs()) {
-    const Value& val = g.value(v);
-    if (auto it = given.find(val.name); it != given.end()) {
-      inputs.push_back(it->second);
-    } else if (val.type.is_static()) {
-      inputs.push_back(random_input_tensor(val.type.dtype, val.type.static_dims(), seed + inputs.size()));
-    } else {
-      out.push_back({"inputs", Cost::invalid("input '" + val.name + "' has dynamic dims: give its shape")});
-      return out;
-    }
-  }
+std::vector<Cost> time_in_turns(const Graph& g, const std::vector<Result<std::vector<Partition>>>& placements,
+                                const std::vector<Tensor>& inputs, const MeasureOptions& options) {
   // Every placement is compiled first, then they take turns, a block of runs (about 50 ms) each
   // per round, until each has its minimum runs and time: a machine that slows down or speeds up
   // meanwhile (shared machines do, within seconds) then shifts them all alike instead of
@@ -505,7 +603,6 @@ std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, c
   // placement's thread runtime (OpenMP, pthreadpool) keeps spinning for a moment after its last
   // run, which the first run after the switch would pay for.
   struct Timed {
-    std::string name;
     std::optional<GraphExecutor> exec;
     BufferPool buffers;
     std::vector<double> times;
@@ -513,9 +610,8 @@ std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, c
     std::string error;
   };
   std::vector<std::unique_ptr<Timed>> timed;
-  auto add = [&](const std::string& name, const Result<std::vector<Partition>>& parts) {
+  for (const Result<std::vector<Partition>>& parts : placements) {
     auto t = std::make_unique<Timed>();
-    t->name = name;
     if (!parts.ok()) {
       t->error = parts.status().message();
     } else {
@@ -526,14 +622,6 @@ std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, c
       else t->error = exec.status().message();
     }
     timed.push_back(std::move(t));
-  };
-  if (plan) add("plan", place_by_plan(g, *plan));
-  for (const Backend* b : all_backends()) {
-    if (b == &ref_backend()) {
-      if (with_ref) add("ref", std::vector<Partition>{});
-    } else if (b->available().ok()) {
-      add(b->name(), place_on_backend(g, *b));
-    }
   }
   ThreadPool pool(options.threads);
   auto run_once = [&](Timed& t) {
@@ -571,8 +659,38 @@ std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, c
       }
     }
   }
-  for (auto& t : timed)
-    out.push_back({t->name, t->exec ? median_cost(t->times) : Cost::invalid(t->error)});
+  std::vector<Cost> out;
+  for (auto& t : timed) out.push_back(t->exec ? median_cost(t->times) : Cost::invalid(t->error));
+  return out;
+}
+
+std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, const std::map<std::string, Tensor>& given,
+                                             const MeasureOptions& options, uint64_t seed, bool with_ref) {
+  std::vector<PlacementTiming> out;
+  std::vector<Tensor> inputs;
+  for (int v : g.inputs()) {
+    const Value& val = g.value(v);
+    if (auto it = given.find(val.name); it != given.end()) {
+      inputs.push_back(it->second);
+    } else if (val.type.is_static()) {
+      inputs.push_back(random_input_tensor(val.type.dtype, val.type.static_dims(), seed + inputs.size()));
+    } else {
+      out.push_back({"inputs", Cost::invalid("input '" + val.name + "' has dynamic dims: give its shape")});
+      return out;
+    }
+  }
+  std::vector<std::string> names;
+  std::vector<Result<std::vector<Partition>>> placements;
+  if (plan) names.push_back("plan"), placements.push_back(place_by_plan(g, *plan));
+  for (const Backend* b : all_backends()) {
+    if (b == &ref_backend()) {
+      if (with_ref) names.push_back("ref"), placements.push_back(std::vector<Partition>{});
+    } else if (b->available().ok()) {
+      names.push_back(b->name()), placements.push_back(place_on_backend(g, *b));
+    }
+  }
+  std::vector<Cost> costs = time_in_turns(g, placements, inputs, options);
+  for (size_t i = 0; i < names.size(); ++i) out.push_back({names[i], costs[i]});
   return out;
 }
 

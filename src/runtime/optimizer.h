@@ -9,6 +9,7 @@
 //   4. the plan is run end to end, partition by partition timed, and compared with the prediction.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <string>
@@ -43,6 +44,13 @@ struct OptimizeOptions {
   // Each backend's whole-model placement is timed end to end after the search and becomes the
   // plan when it runs faster than the searched plans.
   bool placements = true;
+  // Then the fastest placement is refined by single-node moves to backends expected to run them
+  // faster, each kept only when the whole model runs at least `refine_min_gain` faster end to end
+  // (at most `refine_max_tries` end-to-end timings; moves expected to save under
+  // `refine_min_saving` of the placement's time are not tried). 0 tries: no refinement.
+  int refine_max_tries = 24;
+  double refine_min_gain = 0.015;
+  double refine_min_saving = 0.002;
   int max_exact_nodes = 40;  // larger graphs are searched with one state per covered set
   // Larger graphs are also searched as A*. Each backend first runs every node it supports as its
   // own kernel, and its fused single-backend placement, in whole-model runs; the single-node times
@@ -102,6 +110,26 @@ struct OptimizeResult {
 
 Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& options);
 
+// The fastest single-backend placement, refined by moves judged end to end: a node that another
+// backend is expected to run faster alone (its per-node estimates) leaves the placement's groups for
+// a kernel of its own there, and stays only if the whole model then runs faster. Where the additive
+// model misjudges (a moved node breaks a fused kernel, converts layouts at both new boundaries, wakes
+// other threads), the end-to-end time does not. Backends of another thread runtime are not moved to
+// unless `mix_runtimes`.
+
+
+struct Refinement {
+  std::vector<Partition> partitions;  // the placement with the kept moves
+  bool improved = false;              // a move was kept
+  int moves = 0, tried = 0;
+};
+// `node_seconds`: each backend's expected time per node (infinity where it cannot run the node);
+// moves are tried in the order of their expected saving, within `deadline` and options.refine_*.
+Refinement refine_placement(const Graph& g, const Backend& base, const std::vector<const Backend*>& backends,
+                            const std::map<const Backend*, std::vector<double>>& node_seconds,
+                            const std::vector<Tensor>& inputs, const MeasureOptions& measure,
+                            const OptimizeOptions& options, std::chrono::steady_clock::time_point deadline);
+
 // A whole-model placement timed end to end: a plan, or one backend (`tessera run --backend`).
 struct PlacementTiming {
   std::string name;  // "plan", "onednn", "ref", ...
@@ -114,6 +142,13 @@ struct PlacementTiming {
 // Seeded random inputs for those not in `inputs`.
 std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, const std::map<std::string, Tensor>& inputs,
                                              const MeasureOptions& options, uint64_t seed = 1, bool with_ref = true);
+
+// Times whole-model placements (each a list of partitions; the rest of the nodes on ref) side by
+// side: all compiled first, then taking turns in blocks of runs, so that a machine whose speed
+// drifts shifts them alike. One cost per placement (invalid, with the reason, when it could not be
+// built or run); `inputs` by graph input order.
+std::vector<Cost> time_in_turns(const Graph& g, const std::vector<Result<std::vector<Partition>>>& placements,
+                                const std::vector<Tensor>& inputs, const MeasureOptions& options);
 
 // Runs g with `partitions` end to end on `inputs` (by graph input order): the median and IQR of
 // whole runs, and the median time of each executor step (partition or reference node) by the

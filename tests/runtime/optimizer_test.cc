@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
 #include <filesystem>
 #include <random>
 
@@ -46,6 +49,46 @@ class BrokenBackend final : public Backend {
 
  private:
   bool compiles_;
+};
+
+// A backend of unary ops whose kernels compute them like ref and then spin for a set time per op
+// type: a controllable "slow" or "fast" backend for the refinement (op names listed are supported).
+class TimedBackend final : public Backend {
+ public:
+  TimedBackend(std::string name, std::map<std::string, double> seconds) : name_(std::move(name)), seconds_(std::move(seconds)) {}
+  std::string name() const override { return name_; }
+  std::string version() const override { return "0"; }
+  Status available() const override { return Status(); }
+  FusionStyle fusion_style() const override { return FusionStyle::kNone; }
+  Status supports(const Graph& g, int n) const override {
+    return seconds_.count(g.node(n).op_type) ? Status() : unimplemented("not listed");
+  }
+  std::vector<std::string> claimed_patterns() const override { return {}; }
+  Result<std::unique_ptr<Kernel>> compile(const SubGraph& sg, const CompileOptions&) const override {
+    struct Spin final : Kernel {
+      std::string op;
+      double seconds = 0;
+      Status run(const std::vector<const Tensor*>& in, std::vector<Tensor>& out, KernelRunContext& ctx) override {
+        out[0] = ctx.alloc.allocate(DType::kFloat32, in[0]->dims());
+        const float* x = in[0]->data<float>();
+        float* y = out[0].data<float>();
+        for (int64_t i = 0; i < in[0]->numel(); ++i)
+          y[i] = op == "Relu" ? std::max(x[i], 0.f) : 1.f / (1.f + std::exp(-x[i]));
+        for (auto t0 = std::chrono::steady_clock::now();
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < seconds;) {
+        }
+        return Status();
+      }
+    };
+    auto k = std::make_unique<Spin>();
+    k->op = sg.graph().node(sg.nodes().first()).op_type;
+    k->seconds = seconds_.at(k->op);
+    return std::unique_ptr<Kernel>(std::move(k));
+  }
+
+ private:
+  std::string name_;
+  std::map<std::string, double> seconds_;
 };
 
 // x -> Conv -> Relu -> Conv -> Add(residual) -> Sigmoid -> GlobalAveragePool, plus a MatMul branch.
@@ -275,6 +318,42 @@ TEST(Optimizer, ChoosesTheFastestContenderEndToEnd) {
   auto searched = optimize_graph(t.g, o);
   ASSERT_TRUE(searched.ok()) << searched.status().to_string();
   for (const PlanVariant& v : searched->variants) EXPECT_EQ(v.name.rfind("placement:", 0), std::string::npos) << v.name;
+}
+
+// The refinement keeps a move only when the whole model runs faster with it, whatever the
+// per-node estimates promised.
+TEST(Optimizer, RefinementKeepsOnlyMovesThatWinEndToEnd) {
+  TestGraph t;
+  int x = t.input({4, 64});
+  t.finish({t.op("Sigmoid", {t.op("Relu", {x})})});
+  const int relu = 0, sigmoid = 1;
+  ASSERT_EQ(t.g.node(relu).op_type, "Relu");
+  TimedBackend base("base", {{"Relu", 0.004}, {"Sigmoid", 0.0}});
+  TimedBackend fast("fast", {{"Relu", 0.0}});
+  TimedBackend liar("liar", {{"Sigmoid", 0.004}});  // estimated fast, runs slow
+  const double inf = std::numeric_limits<double>::infinity();
+  std::map<const Backend*, std::vector<double>> node_seconds = {
+      {&base, {0.004, 0.002}}, {&fast, {1e-6, inf}}, {&liar, {inf, 1e-6}}};
+  std::vector<Tensor> inputs = t.inputs;
+  OptimizeOptions o;
+  Refinement r = refine_placement(t.g, base, {&base, &fast, &liar}, node_seconds, inputs, quick(), o,
+                                  std::chrono::steady_clock::now() + std::chrono::seconds(60));
+  EXPECT_EQ(r.tried, 2);  // both moves promise a saving
+  EXPECT_EQ(r.moves, 1);
+  ASSERT_TRUE(r.improved);
+  std::map<int, std::string> on;
+  for (const Partition& p : r.partitions)
+    for (int n : p.nodes) on[n] = p.backend->name();
+  EXPECT_EQ(on[relu], "fast");
+  EXPECT_EQ(on[sigmoid], "base");
+  // No tries allowed: the placement as it was.
+  o.refine_max_tries = 0;
+  Refinement none = refine_placement(t.g, base, {&base, &fast, &liar}, node_seconds, inputs, quick(), o,
+                                     std::chrono::steady_clock::now() + std::chrono::seconds(60));
+  EXPECT_FALSE(none.improved);
+  EXPECT_EQ(none.tried, 0);
+  ASSERT_EQ(none.partitions.size(), 2u);
+  for (const Partition& p : none.partitions) EXPECT_EQ(p.backend, &base);
 }
 
 TEST(Optimizer, PlanForAnotherModelIsRefused) {
