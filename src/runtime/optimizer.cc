@@ -297,6 +297,17 @@ SearchResult placement_search_result(const Graph& g, const std::vector<Partition
   return out;
 }
 
+// What b's placement should take: its per-node times where it runs a node, ref's elsewhere
+// (-1 without per-node times for both).
+double expected_placement_seconds(const Graph& g, const Backend& b,
+                                  const std::map<const Backend*, std::vector<double>>& node_seconds) {
+  auto mine = node_seconds.find(&b), ref = node_seconds.find(&ref_backend());
+  if (mine == node_seconds.end() || ref == node_seconds.end()) return -1;
+  double sum = 0;
+  for (int n = 0; n < g.num_nodes(); ++n) sum += std::isfinite(mine->second[n]) ? mine->second[n] : ref->second[n];
+  return sum;
+}
+
 // Owner index per node: which of `parts` holds it (-1: a reference node).
 std::vector<int> owners_of(const Graph& g, const std::vector<Partition>& parts) {
   std::vector<int> owner(g.num_nodes(), -1);
@@ -485,11 +496,21 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
       if (options.stop && options.stop()) break;
       auto placed = place_on_backend(g, *b);
       if (!placed.ok() || placed->empty()) continue;
-      phase("placement " + b->name());
       PlanVariant pv;
       pv.name = "placement:" + b->name();
       pv.backends = {b->name(), "ref"};
       pv.predicted_seconds = -1;  // not searched
+      // Not timed when its nodes' expected times (from whole-model runs) add up to several times
+      // the best plan so far.
+      if (const double expected = expected_placement_seconds(g, *b, node_seconds);
+          best > 0 && expected > options.hopeless_factor * best) {
+        pv.predicted_seconds = expected;
+        pv.error = "not timed: expected " + std::to_string(expected * 1e3) + " ms from per-node times";
+        result.variants.push_back(std::move(pv));
+        searches.emplace_back();
+        continue;
+      }
+      phase("placement " + b->name());
       auto timing = time_partitions(g, *placed, inputs, measure, owners_of(g, *placed), static_cast<int>(placed->size()));
       SearchResult search;
       if (!timing.ok()) {
@@ -665,7 +686,8 @@ std::vector<Cost> time_in_turns(const Graph& g, const std::vector<Result<std::ve
 }
 
 std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, const std::map<std::string, Tensor>& given,
-                                             const MeasureOptions& options, uint64_t seed, bool with_ref) {
+                                             const MeasureOptions& options, uint64_t seed, bool with_ref,
+                                             const std::map<std::string, double>& known) {
   std::vector<PlacementTiming> out;
   std::vector<Tensor> inputs;
   for (int v : g.inputs()) {
@@ -685,12 +707,13 @@ std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, c
   for (const Backend* b : all_backends()) {
     if (b == &ref_backend()) {
       if (with_ref) names.push_back("ref"), placements.push_back(std::vector<Partition>{});
-    } else if (b->available().ok()) {
+    } else if (b->available().ok() && !known.count(b->name())) {
       names.push_back(b->name()), placements.push_back(place_on_backend(g, *b));
     }
   }
   std::vector<Cost> costs = time_in_turns(g, placements, inputs, options);
   for (size_t i = 0; i < names.size(); ++i) out.push_back({names[i], costs[i]});
+  for (const auto& [name, seconds] : known) out.push_back({name, Cost::of(seconds)});
   return out;
 }
 

@@ -48,6 +48,9 @@ struct OptimizeOptions {
   // faster, each kept only when the whole model runs at least `refine_min_gain` faster end to end
   // (at most `refine_max_tries` end-to-end timings; moves expected to save under
   // `refine_min_saving` of the placement's time are not tried). 0 tries: no refinement.
+  // A placement whose nodes' expected times add up to more than this many times the best plan so far
+  // is not timed (nor compared again at the end).
+  double hopeless_factor = 3;
   int refine_max_tries = 24;
   double refine_min_gain = 0.015;
   double refine_min_saving = 0.002;
@@ -140,8 +143,11 @@ struct PlacementTiming {
 // "ref" alone too, unless !with_ref) and `plan` when given, side by side in one process, on the same inputs:
 // all compiled first, then taking turns in blocks of runs (options' warm-up, minimum runs and time per placement).
 // Seeded random inputs for those not in `inputs`.
+// Backends named in `known` are not timed again: their row carries the time given there (a
+// placement timed earlier and far slower than the others, say).
 std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, const std::map<std::string, Tensor>& inputs,
-                                             const MeasureOptions& options, uint64_t seed = 1, bool with_ref = true);
+                                             const MeasureOptions& options, uint64_t seed = 1, bool with_ref = true,
+                                             const std::map<std::string, double>& known = {});
 
 // Times whole-model placements (each a list of partitions; the rest of the nodes on ref) side by
 // side: all compiled first, then taking turns in blocks of runs, so that a machine whose speed

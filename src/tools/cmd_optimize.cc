@@ -145,7 +145,14 @@ int run_optimize(const OptimizeFlags& o) {
     MeasureOptions m;
     m.threads = o.threads;
     m.min_total_seconds = 0.25;  // the quick placements get more runs; slow ones their 3
-    placements = time_placements(g, &plan, *inputs, m, 1, /*with_ref=*/false);  // ref never wins
+    // Placements far slower than the plan when they contended are not timed again.
+    std::map<std::string, double> known;
+    for (const PlanVariant& v : result->variants) {
+      if (v.name.rfind("placement:", 0) != 0) continue;
+      const double seconds = v.measured_seconds >= 0 ? v.measured_seconds : v.predicted_seconds;
+      if (seconds > opts.hopeless_factor * plan.measured_seconds) known[v.name.substr(10)] = seconds;
+    }
+    placements = time_placements(g, &plan, *inputs, m, 1, /*with_ref=*/false, known);  // ref never wins
   }
   OptimizeSummary summary = summarize_optimization(g, *result, placements);
   if (!o.report.empty()) {
