@@ -5,7 +5,8 @@
 
 namespace tessera::native {
 
-std::optional<std::vector<float>> per_channel(const Graph& g, int v, int64_t channels, size_t rank) {
+std::optional<std::vector<float>> per_channel(const Graph& g, int v, int64_t channels,
+                                              size_t rank) {
   if (v == kNoValue || !g.value(v).constant) return std::nullopt;
   const Tensor& t = *g.value(v).constant;
   if (t.is_container() || t.dtype() == DType::kString || t.numel() < 1) return std::nullopt;
@@ -17,15 +18,19 @@ std::optional<std::vector<float>> per_channel(const Graph& g, int v, int64_t cha
     if (d[i] != 1 && (!channel_axis || d[i] != channels)) return std::nullopt;
   }
   std::vector<float> out(channels);
-  for (int64_t c = 0; c < channels; ++c) out[c] = static_cast<float>(t.as_double(t.numel() == 1 ? 0 : c));
+  for (int64_t c = 0; c < channels; ++c)
+    out[c] = static_cast<float>(t.as_double(t.numel() == 1 ? 0 : c));
   return out;
 }
 
-Result<std::pair<std::vector<float>, std::vector<float>>> batch_norm_affine(const Graph& g, const Node& node) {
+Result<std::pair<std::vector<float>, std::vector<float>>> batch_norm_affine(const Graph& g,
+                                                                            const Node& node) {
   if (node.inputs.size() != 5) return invalid_argument("BatchNormalization takes 5 inputs");
   for (size_t o = 1; o < node.outputs.size(); ++o)
-    if (node.outputs[o] != kNoValue) return unimplemented("BatchNormalization's running statistics");
-  if (node.attr_int("training_mode", 0) != 0) return unimplemented("BatchNormalization in training mode");
+    if (node.outputs[o] != kNoValue)
+      return unimplemented("BatchNormalization's running statistics");
+  if (node.attr_int("training_mode", 0) != 0)
+    return unimplemented("BatchNormalization in training mode");
   if (node.attr_int("spatial", 1) != 1) return unimplemented("BatchNormalization with spatial=0");
   TESSERA_RETURN_IF_ERROR(check_float_value(g, node.inputs[0]));
   const std::vector<int64_t> x = g.value(node.inputs[0]).type.static_dims();
@@ -33,7 +38,8 @@ Result<std::pair<std::vector<float>, std::vector<float>>> batch_norm_affine(cons
   std::vector<std::vector<float>> p;
   for (size_t i = 1; i < 5; ++i) {
     const int v = node.inputs[i];
-    if (v == kNoValue || !g.value(v).constant || g.value(v).constant->dims() != std::vector<int64_t>{x[1]})
+    if (v == kNoValue || !g.value(v).constant ||
+        g.value(v).constant->dims() != std::vector<int64_t>{x[1]})
       return unimplemented("BatchNormalization with parameters that are not constants of [C]");
     p.push_back(*per_channel(g, v, x[1], 2));
   }
@@ -52,8 +58,8 @@ namespace {
 bool fold_affine(const Graph& g, const Node& c, int cur, AffineTailPlan& p) {
   const size_t rank = p.out_dims.size();
   const int64_t channels = p.out_dims[1];
-  if (c.outputs.empty() || c.outputs[0] == kNoValue || g.value(c.outputs[0]).type.static_dims() != p.out_dims ||
-      !c.domain.empty())
+  if (c.outputs.empty() || c.outputs[0] == kNoValue ||
+      g.value(c.outputs[0]).type.static_dims() != p.out_dims || !c.domain.empty())
     return false;
   if (c.op_type == "BatchNormalization") {
     if (c.inputs.empty() || c.inputs[0] != cur) return false;
@@ -84,7 +90,8 @@ bool fold_affine(const Graph& g, const Node& c, int cur, AffineTailPlan& p) {
 
 }  // namespace
 
-Result<AffineTailPlan> plan_affine_tail(const SubGraph& sg, int anchor_node, std::vector<int64_t> out_dims) {
+Result<AffineTailPlan> plan_affine_tail(const SubGraph& sg, int anchor_node,
+                                        std::vector<int64_t> out_dims) {
   const Graph& g = sg.graph();
   AffineTailPlan p;
   p.anchor = anchor_node;
@@ -93,8 +100,11 @@ Result<AffineTailPlan> plan_affine_tail(const SubGraph& sg, int anchor_node, std
   const int64_t channels = p.out_dims[1];
   p.scale.assign(channels, 1.0f);
   p.shift.assign(channels, 0.0f);
-  if (anchor.inputs.size() > 2 && anchor.inputs[2] != kNoValue) p.shift = *per_channel(g, anchor.inputs[2], channels, 2);
-  auto is_output = [&](int v) { return std::find(sg.outputs().begin(), sg.outputs().end(), v) != sg.outputs().end(); };
+  if (anchor.inputs.size() > 2 && anchor.inputs[2] != kNoValue)
+    p.shift = *per_channel(g, anchor.inputs[2], channels, 2);
+  auto is_output = [&](int v) {
+    return std::find(sg.outputs().begin(), sg.outputs().end(), v) != sg.outputs().end();
+  };
   std::vector<int> folded;
   // (Every value before `cur` has one consumer, the next folded node: the tail cannot read it.)
   int cur = anchor.outputs[0];
@@ -109,7 +119,8 @@ Result<AffineTailPlan> plan_affine_tail(const SubGraph& sg, int anchor_node, std
   for (int n : sg.nodes()) {
     if (n == p.anchor || std::find(folded.begin(), folded.end(), n) != folded.end()) continue;
     const Node& node = g.node(n);
-    if (!is_eltwise_op(node.op_type)) return unimplemented(node.op_type + " after a " + anchor.op_type);
+    if (!is_eltwise_op(node.op_type))
+      return unimplemented(node.op_type + " after a " + anchor.op_type);
     TESSERA_RETURN_IF_ERROR(check_eltwise_node(g, n));
     if (g.value(node.outputs[0]).type.static_dims() != tail_dims)
       return unimplemented("an elementwise tail must keep the " + anchor.op_type + "'s shape");
@@ -148,11 +159,13 @@ Status EltwiseTail::init(const SubGraph& sg, const AffineTailPlan& plan) {
     out_pos_.push_back(pos);
   }
   // One stored tail value and y not wanted: the tail writes over y in place.
-  in_place_ = stored_.size() == 1 && std::find(sg.outputs().begin(), sg.outputs().end(), y) == sg.outputs().end();
+  in_place_ = stored_.size() == 1 &&
+              std::find(sg.outputs().begin(), sg.outputs().end(), y) == sg.outputs().end();
   return Status();
 }
 
-Result<EltwiseTail::Run> EltwiseTail::start(const std::vector<const Tensor*>& inputs, KernelRunContext& ctx) const {
+Result<EltwiseTail::Run> EltwiseTail::start(const std::vector<const Tensor*>& inputs,
+                                            KernelRunContext& ctx) const {
   Run r;
   r.y = ctx.alloc.allocate_uninitialized(DType::kFloat32, out_dims_);
   float* yp = r.y.data<float>();
@@ -176,7 +189,8 @@ Result<EltwiseTail::Run> EltwiseTail::start(const std::vector<const Tensor*>& in
 
 void EltwiseTail::finish(Run& run, std::vector<Tensor>& outputs) const {
   outputs.resize(out_pos_.size());
-  for (size_t i = 0; i < out_pos_.size(); ++i) outputs[i] = out_pos_[i] < 0 ? run.y : run.out[out_pos_[i]];
+  for (size_t i = 0; i < out_pos_.size(); ++i)
+    outputs[i] = out_pos_[i] < 0 ? run.y : run.out[out_pos_[i]];
 }
 
 }  // namespace tessera::native

@@ -20,7 +20,8 @@ namespace tessera::native {
 std::optional<std::vector<float>> per_channel(const Graph& g, int v, int64_t channels, size_t rank);
 
 // BatchNormalization's y = x * a + b per channel, or the reason it is not that.
-Result<std::pair<std::vector<float>, std::vector<float>>> batch_norm_affine(const Graph& g, const Node& node);
+Result<std::pair<std::vector<float>, std::vector<float>>> batch_norm_affine(const Graph& g,
+                                                                            const Node& node);
 
 // A group around one convolution (the anchor, output [N, OC, OH, OW]): the affine nodes folded
 // into it (y = conv without bias * scale + shift, the anchor's bias included in shift), and the
@@ -34,7 +35,8 @@ struct AffineTailPlan {
 };
 
 // Plans `sg` around `anchor` (its input 2, when present, is a per-channel bias constant).
-Result<AffineTailPlan> plan_affine_tail(const SubGraph& sg, int anchor, std::vector<int64_t> out_dims);
+Result<AffineTailPlan> plan_affine_tail(const SubGraph& sg, int anchor,
+                                        std::vector<int64_t> out_dims);
 
 // The values a group's kernel stores and how its tail runs, fixed at compile time.
 class EltwiseTail {
@@ -53,7 +55,8 @@ class EltwiseTail {
   };
   Result<Run> start(const std::vector<const Tensor*>& inputs, KernelRunContext& ctx) const;
   // The tail over flattened output elements [begin, end) (scratch: scratch_floats()).
-  void apply(const IsaKernels& isa, const Run& run, int64_t begin, int64_t end, float* scratch) const {
+  void apply(const IsaKernels& isa, const Run& run, int64_t begin, int64_t end,
+             float* scratch) const {
     if (!empty_) isa.eltwise(plan_.program, run.buffers(), begin, end, scratch);
   }
   // The kernel's outputs, in SubGraph output order.

@@ -29,7 +29,8 @@ struct ConvShape {
 };
 
 // Begin and end pads of one spatial axis for auto_pad SAME_UPPER / SAME_LOWER.
-std::pair<int64_t, int64_t> same_pads(int64_t in, int64_t k, int64_t stride, int64_t dilation, bool upper) {
+std::pair<int64_t, int64_t> same_pads(int64_t in, int64_t k, int64_t stride, int64_t dilation,
+                                      bool upper) {
   const int64_t out = ceil_div(in, stride);
   const int64_t total = std::max<int64_t>(0, (out - 1) * stride + (k - 1) * dilation + 1 - in);
   const int64_t small = total / 2;
@@ -48,12 +49,17 @@ Result<ConvShape> conv_shape(const Graph& g, const Node& node) {
   ConvShape s{x[0], x[1], x[2], x[3], w[0], w[2], w[3]};
   s.group = node.attr_int("group", 1);
   if (s.group < 1 || s.c % s.group != 0 || s.oc % s.group != 0 || w[1] * s.group != s.c)
-    return invalid_argument("Conv: group does not divide the channels, or W's second dim is not C / group");
+    return invalid_argument(
+        "Conv: group does not divide the channels, or W's second dim is not C / group");
   if (s.ic_per_group() == 1 && s.group > 1)
-    return unimplemented("depthwise Conv (one input channel per group): the direct kernel's channel blocks would be mostly empty");
+    return unimplemented(
+        "depthwise Conv (one input channel per group): the direct kernel's channel blocks would be "
+        "mostly empty");
   const std::vector<int64_t> kernel = {s.kh, s.kw};
-  if (node.attr_ints("kernel_shape", kernel) != kernel) return invalid_argument("Conv: kernel_shape is not W's");
-  const std::vector<int64_t> strides = node.attr_ints("strides", {1, 1}), dil = node.attr_ints("dilations", {1, 1});
+  if (node.attr_ints("kernel_shape", kernel) != kernel)
+    return invalid_argument("Conv: kernel_shape is not W's");
+  const std::vector<int64_t> strides = node.attr_ints("strides", {1, 1}),
+                             dil = node.attr_ints("dilations", {1, 1});
   std::vector<int64_t> pads = node.attr_ints("pads", {0, 0, 0, 0});
   if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4)
     return invalid_argument("Conv: strides, dilations or pads of the wrong length");
@@ -77,14 +83,17 @@ Result<ConvShape> conv_shape(const Graph& g, const Node& node) {
   s.pad_top = pads[0], s.pad_left = pads[1];
   s.oh = (s.h + pads[0] + pads[2] - s.dh * (s.kh - 1) - 1) / s.sh + 1;
   s.ow = (s.w + pads[1] + pads[3] - s.dw * (s.kw - 1) - 1) / s.sw + 1;
-  if (s.h + pads[0] + pads[2] < s.dh * (s.kh - 1) + 1 || s.w + pads[1] + pads[3] < s.dw * (s.kw - 1) + 1)
+  if (s.h + pads[0] + pads[2] < s.dh * (s.kh - 1) + 1 ||
+      s.w + pads[1] + pads[3] < s.dw * (s.kw - 1) + 1)
     return invalid_argument("Conv: empty output");
   if (node.inputs.size() > 2 && node.inputs[2] != kNoValue) {
     TESSERA_RETURN_IF_ERROR(check_float_value(g, node.inputs[2]));
-    if (!g.value(node.inputs[2]).constant || g.value(node.inputs[2]).constant->dims() != std::vector<int64_t>{s.oc})
+    if (!g.value(node.inputs[2]).constant ||
+        g.value(node.inputs[2]).constant->dims() != std::vector<int64_t>{s.oc})
       return unimplemented("Conv bias that is not a constant of [M]");
   }
-  if (node.outputs.empty() || node.outputs[0] == kNoValue) return invalid_argument("Conv has no output");
+  if (node.outputs.empty() || node.outputs[0] == kNoValue)
+    return invalid_argument("Conv has no output");
   TESSERA_RETURN_IF_ERROR(check_float_value(g, node.outputs[0]));
   if (g.value(node.outputs[0]).type.static_dims() != std::vector<int64_t>{s.n, s.oc, s.oh, s.ow})
     return unimplemented("Conv whose output shape is not the one its attributes give");
@@ -114,7 +123,9 @@ Result<ConvPlan> plan_conv(const SubGraph& sg) {
 
 // Floats of one input row (all its stride phases) in the row buffer: output pixels rounded up
 // to 16 (the widest vector loads) plus the taps' reach, per phase.
-int64_t phase_floats(const ConvShape& s) { return round_up(s.ow, 16) + (s.kw - 1) * s.dw / s.sw + 1; }
+int64_t phase_floats(const ConvShape& s) {
+  return round_up(s.ow, 16) + (s.kw - 1) * s.dw / s.sw + 1;
+}
 
 class ConvKernel final : public Kernel {
  public:
@@ -125,7 +136,8 @@ class ConvKernel final : public Kernel {
     const Node& anchor = g.node(plan_.affine.anchor);
     const ConvShape& s = plan_.shape;
     TESSERA_ASSIGN_OR_RETURN(x_, source_of(sg, anchor.inputs[0]));
-    const int64_t ocb = isa_.conv_oc_block, icg = s.ic_per_group(), ocg = s.oc_per_group(), taps = s.kh * s.kw;
+    const int64_t ocb = isa_.conv_oc_block, icg = s.ic_per_group(), ocg = s.oc_per_group(),
+                  taps = s.kh * s.kw;
     blocks_ = ceil_div(ocg, ocb);
     // W[oc][ic][kh][kw] * scale[oc] into [group][block][ic][kh][kw][oc in block], zeros past oc.
     const float* w = g.value(anchor.inputs[1]).constant->data<float>();
@@ -136,25 +148,30 @@ class ConvKernel final : public Kernel {
     for (int64_t oc = 0; oc < s.oc; ++oc) {
       const int64_t grp = oc / ocg, o = oc % ocg, blk = grp * blocks_ + o / ocb;
       float* dst = packed_w_->data() + blk * block_floats + o % ocb;
-      for (int64_t i = 0; i < icg * taps; ++i) dst[i * ocb] = w[oc * icg * taps + i] * plan_.affine.scale[oc];
+      for (int64_t i = 0; i < icg * taps; ++i)
+        dst[i * ocb] = w[oc * icg * taps + i] * plan_.affine.scale[oc];
       bias_[blk * ocb + o % ocb] = plan_.affine.shift[oc];
     }
     phase_ = phase_floats(s);
     row_floats_ = s.sw * phase_;
     for (int64_t kh = 0; kh < s.kh; ++kh)
       for (int64_t kw = 0; kw < s.kw; ++kw)
-        tap_offsets_.push_back(kh * s.dh * row_floats_ + (kw * s.dw % s.sw) * phase_ + kw * s.dw / s.sw);
+        tap_offsets_.push_back(kh * s.dh * row_floats_ + (kw * s.dw % s.sw) * phase_ +
+                               kw * s.dw / s.sw);
     return tail_.init(sg, plan_.affine);
   }
 
-  Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs, KernelRunContext& ctx) override {
+  Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
+             KernelRunContext& ctx) override {
     TESSERA_ASSIGN_OR_RETURN(const float* x, resolve_float(x_, inputs));
     TESSERA_ASSIGN_OR_RETURN(EltwiseTail::Run r, tail_.start(inputs, ctx));
     const ConvShape& s = plan_.shape;
     const int threads = pool_threads(ctx.pool);
     // Blocks of output rows: a row buffer of at most ~512 KB (the L2), at least 4 tasks a thread.
     int64_t rows = std::min<int64_t>(s.oh, 8);
-    const auto buffer_floats = [&](int64_t rs) { return s.ic_per_group() * input_rows(rs) * row_floats_; };
+    const auto buffer_floats = [&](int64_t rs) {
+      return s.ic_per_group() * input_rows(rs) * row_floats_;
+    };
     while (rows > 1 && buffer_floats(rows) > (int64_t{128} << 10)) --rows;
     while (rows > 1 && s.n * s.group * ceil_div(s.oh, rows) < 4 * threads) rows = (rows + 1) / 2;
     const int64_t per_plane = ceil_div(s.oh, rows);
@@ -184,14 +201,16 @@ class ConvKernel final : public Kernel {
   }
 
   // Output rows [oh0, oh1) of image n, group grp: the row buffer, then each block of channels.
-  void run_rows(const float* x, float* y, int64_t n, int64_t grp, int64_t oh0, int64_t oh1, float* buffer) const {
+  void run_rows(const float* x, float* y, int64_t n, int64_t grp, int64_t oh0, int64_t oh1,
+                float* buffer) const {
     const ConvShape& s = plan_.shape;
     const int64_t icg = s.ic_per_group(), ocg = s.oc_per_group(), ocb = isa_.conv_oc_block;
     const int64_t in_rows = input_rows(oh1 - oh0), channel_floats = in_rows * row_floats_;
     const float* image = x + (n * s.c + grp * icg) * s.h * s.w;
     for (int64_t c = 0; c < icg; ++c)
       for (int64_t r = 0; r < in_rows; ++r)
-        fill_row(image + c * s.h * s.w, oh0 * s.sh - s.pad_top + r, buffer + c * channel_floats + r * row_floats_);
+        fill_row(image + c * s.h * s.w, oh0 * s.sh - s.pad_top + r,
+                 buffer + c * channel_floats + r * row_floats_);
     ConvRowArgs a{};
     a.channels = icg;
     a.channel_stride = channel_floats;
@@ -238,9 +257,9 @@ class ConvKernel final : public Kernel {
   const IsaKernels& isa_;
   ConvPlan plan_;
   ValueSource x_;
-  int64_t blocks_ = 0;            // channel blocks per group
+  int64_t blocks_ = 0;  // channel blocks per group
   std::unique_ptr<ScratchBuffer> packed_w_;
-  std::vector<float> bias_;       // [group][block][oc in block]
+  std::vector<float> bias_;  // [group][block][oc in block]
   int64_t phase_ = 0, row_floats_ = 0;
   std::vector<int64_t> tap_offsets_;
   EltwiseTail tail_;
