@@ -609,6 +609,8 @@ TEST(NativeConv, MatchesTheReference) {
       {{1, 5, 17, 33}, 7, 3, 3, {1, 1, 1, 1}, 2},            // stride 2
       {{1, 4, 14, 15}, 9, 7, 7, {3, 3, 3, 3}, 2},            // k7 stride 2
       {{1, 3, 9, 70}, 6, 1, 7, {0, 3, 0, 3}},                // 1x7
+      {{1, 8, 6, 100}, 13, 3, 3, {1, 1, 1, 1}},             // rows of 64+ pixels, one by one
+      {{2, 10, 7, 130}, 24, 3, 5, {1, 0, 1, 2}},            // ... with a masked end, asymmetric
       {{1, 6, 12, 13}, 10, 3, 3, {2, 2, 2, 2}, 1, 2, 1, false},  // dilation 2
       {{2, 8, 13, 11}, 12, 3, 3, {0, 1, 1, 0}, 2, 1, 4},     // grouped, strided
       {{1, 4, 3, 5}, 3, 5, 5, {2, 2, 2, 2}},                 // kernel larger than the image

@@ -152,7 +152,10 @@ class ConvKernel final : public Kernel {
         dst[i * ocb] = w[oc * icg * taps + i] * plan_.affine.scale[oc];
       bias_[blk * ocb + o % ocb] = plan_.affine.shift[oc];
     }
-    phase_ = phase_floats(s);
+    // Narrow rows at stride 1: the rows of a block as one row of rows * (padded width) pixels
+    // (the few between two rows are computed and dropped), so the vectors stay full.
+    flat_ = s.sh == 1 && s.sw == 1 && s.ow < 64;
+    phase_ = flat_ ? s.ow + (s.kw - 1) * s.dw : phase_floats(s);
     row_floats_ = s.sw * phase_;
     for (int64_t kh = 0; kh < s.kh; ++kh)
       for (int64_t kw = 0; kw < s.kw; ++kw)
@@ -177,12 +180,16 @@ class ConvKernel final : public Kernel {
     const int64_t per_plane = ceil_div(s.oh, rows);
     float* y = r.y.data<float>();
     parallel(ctx.pool, s.n * s.group * per_plane, 1, [&](int64_t t0, int64_t t1) {
-      ScratchBuffer buffer(buffer_floats(rows));
+      // (slack past the rows: the last vectors of a flat row read a little beyond them)
+      const int64_t slack = 32 + s.kw * s.dw;
+      ScratchBuffer buffer(buffer_floats(rows) + slack);
+      std::fill_n(buffer.data() + buffer_floats(rows), slack, 0.0f);
+      ScratchBuffer flat_out(flat_ ? isa_.conv_oc_block * flat_stride(rows) : 0);
       ScratchBuffer scratch(tail_.scratch_floats());
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t n = t / (s.group * per_plane), grp = t / per_plane % s.group;
         const int64_t oh0 = t % per_plane * rows, oh1 = std::min(s.oh, oh0 + rows);
-        run_rows(x, y, n, grp, oh0, oh1, buffer.data());
+        run_rows(x, y, n, grp, oh0, oh1, buffer.data(), flat_out.data(), flat_stride(rows));
         for (int64_t o = 0; o < s.oc_per_group(); ++o) {
           const int64_t begin = ((n * s.oc + grp * s.oc_per_group() + o) * s.oh + oh0) * s.ow;
           tail_.apply(isa_, r, begin, begin + (oh1 - oh0) * s.ow, scratch.data());
@@ -201,8 +208,13 @@ class ConvKernel final : public Kernel {
   }
 
   // Output rows [oh0, oh1) of image n, group grp: the row buffer, then each block of channels.
+  // Floats per channel of the flat output of a block of `rows` rows.
+  int64_t flat_stride(int64_t rows) const { return round_up(rows * row_floats_, 16); }
+
+  // Output rows [oh0, oh1) of image n, group grp: the row buffer, then each block of channels
+  // (flat: into flat_out, channel stride flat_floats, then the real pixels to y).
   void run_rows(const float* x, float* y, int64_t n, int64_t grp, int64_t oh0, int64_t oh1,
-                float* buffer) const {
+                float* buffer, float* flat_out, int64_t flat_floats) const {
     const ConvShape& s = plan_.shape;
     const int64_t icg = s.ic_per_group(), ocg = s.oc_per_group(), ocb = isa_.conv_oc_block;
     const int64_t in_rows = input_rows(oh1 - oh0), channel_floats = in_rows * row_floats_;
@@ -223,6 +235,19 @@ class ConvKernel final : public Kernel {
       a.weights = packed_w_->data() + blk * icg * a.taps * ocb;
       a.bias = bias_.data() + blk * ocb;
       a.oc_count = std::min(ocb, ocg - b * ocb);
+      float* out = y + ((n * s.oc + grp * ocg + b * ocb) * s.oh + oh0) * s.ow;
+      if (flat_) {
+        a.in = buffer;
+        a.out = flat_out;
+        a.out_stride = flat_floats;
+        a.width = (oh1 - oh0) * row_floats_;
+        isa_.conv_row(a);
+        for (int64_t o = 0; o < a.oc_count; ++o)
+          for (int64_t r = 0; r < oh1 - oh0; ++r)
+            std::memcpy(out + o * s.oh * s.ow + r * s.ow,
+                        flat_out + o * flat_floats + r * row_floats_, s.ow * sizeof(float));
+        continue;
+      }
       for (int64_t oh = oh0; oh < oh1; ++oh) {
         a.in = buffer + (oh - oh0) * s.sh * row_floats_;
         a.out = y + ((n * s.oc + grp * ocg + b * ocb) * s.oh + oh) * s.ow;
@@ -260,6 +285,7 @@ class ConvKernel final : public Kernel {
   int64_t blocks_ = 0;  // channel blocks per group
   std::unique_ptr<ScratchBuffer> packed_w_;
   std::vector<float> bias_;  // [group][block][oc in block]
+  bool flat_ = false;
   int64_t phase_ = 0, row_floats_ = 0;
   std::vector<int64_t> tap_offsets_;
   EltwiseTail tail_;
