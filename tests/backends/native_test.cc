@@ -1,6 +1,7 @@
 // The native backend against the reference kernels, for every ISA this CPU runs: vector math
 // accuracy, elementwise programs (broadcasting, several outputs, tiles across rows), reductions,
-// Softmax, LayerNormalization, MatMul / Gemm (with fused tails), on seeded random data.
+// Softmax, LayerNormalization, MatMul / Gemm, Conv and ConvTranspose (with fused tails), on
+// seeded random data.
 #include <gtest/gtest.h>
 
 #include <algorithm>
