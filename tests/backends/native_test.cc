@@ -1,6 +1,7 @@
 // The native backend against the reference kernels, for every ISA this CPU runs: vector math
 // accuracy, elementwise programs (broadcasting, several outputs, tiles across rows), reductions,
-// Softmax, LayerNormalization, MatMul / Gemm (with fused tails), on seeded random data.
+// Softmax, LayerNormalization, MatMul / Gemm, Conv and ConvTranspose (with fused tails), on
+// seeded random data.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -573,6 +574,123 @@ TEST(NativeDeconv, RejectsOtherConvTransposes) {
   t.finish({ok});
   for (int n = 0; n < t.g.num_nodes(); ++n)
     EXPECT_EQ(b->supports(t.g, n).ok(), n == t.g.num_nodes() - 1) << "node " << n;
+}
+
+// Conv with W [oc, c / group, k, k] (values in [-0.5, 0.5]), optionally its bias.
+struct ConvCase {
+  Dims x;
+  int64_t oc, kh, kw;
+  Dims pads = {0, 0, 0, 0};
+  int64_t stride = 1, dilation = 1, group = 1;
+  bool bias = true;
+};
+
+int conv(TestGraph& t, int x, const ConvCase& c) {
+  std::vector<int> in = {x, t.constant({c.oc, c.x[1] / c.group, c.kh, c.kw}, -0.5f, 0.5f)};
+  if (c.bias) in.push_back(t.constant({c.oc}));
+  return t.op("Conv", in,
+              {{"pads", Attribute::of_ints(c.pads)}, {"strides", Attribute::of_ints({c.stride, c.stride})},
+               {"dilations", Attribute::of_ints({c.dilation, c.dilation})}, {"group", Attribute::of_int(c.group)}});
+}
+
+std::string conv_name(const ConvCase& c) {
+  return "Conv " + dims_to_string(c.x) + " oc " + std::to_string(c.oc) + " k " + std::to_string(c.kh) + "x" +
+         std::to_string(c.kw) + " pads " + dims_to_string(c.pads) + " s" + std::to_string(c.stride) + " d" +
+         std::to_string(c.dilation) + " g" + std::to_string(c.group) + (c.bias ? "" : " no bias");
+}
+
+TEST(NativeConv, MatchesTheReference) {
+  const std::vector<ConvCase> cases = {
+      {{1, 96, 20, 20}, 24, 3, 3, {1, 1, 1, 1}},             // the detection model's 3x3, scaled down
+      {{1, 7, 13, 29}, 13, 3, 3, {1, 1, 1, 1}},              // widths and channels off the blocks
+      {{1, 16, 9, 40}, 5, 1, 1},                             // 1x1
+      {{1, 8, 11, 37}, 40, 5, 5, {2, 2, 2, 2}},              // k5, several channel blocks
+      {{1, 6, 10, 12}, 24, 3, 3, {0, 1, 2, 0}, 1, 1, 1, false},  // asymmetric pads, no bias
+      {{2, 12, 8, 18}, 12, 3, 3, {1, 1, 1, 1}},              // batch 2
+      {{1, 5, 17, 33}, 7, 3, 3, {1, 1, 1, 1}, 2},            // stride 2
+      {{1, 4, 14, 15}, 9, 7, 7, {3, 3, 3, 3}, 2},            // k7 stride 2
+      {{1, 3, 9, 70}, 6, 1, 7, {0, 3, 0, 3}},                // 1x7
+      {{1, 8, 6, 100}, 13, 3, 3, {1, 1, 1, 1}},             // rows of 64+ pixels, one by one
+      {{2, 10, 7, 130}, 24, 3, 5, {1, 0, 1, 2}},            // ... with a masked end, asymmetric
+      {{1, 6, 12, 13}, 10, 3, 3, {2, 2, 2, 2}, 1, 2, 1, false},  // dilation 2
+      {{2, 8, 13, 11}, 12, 3, 3, {0, 1, 1, 0}, 2, 1, 4},     // grouped, strided
+      {{1, 4, 3, 5}, 3, 5, 5, {2, 2, 2, 2}},                 // kernel larger than the image
+  };
+  for (const ConvCase& c : cases) {
+    TestGraph t;
+    t.finish({conv(t, t.input(c.x), c)});
+    expect_matches_ref(t, 2e-5, conv_name(c));
+  }
+}
+
+TEST(NativeConv, AutoPadSame) {
+  for (const char* mode : {"SAME_UPPER", "SAME_LOWER", "VALID"}) {
+    TestGraph t;
+    int y = t.op("Conv", {t.input({1, 5, 10, 11}), t.constant({6, 5, 4, 3})},
+                 {{"auto_pad", Attribute::of_string(mode)}, {"strides", Attribute::of_ints({2, 1})}});
+    t.finish({y});
+    expect_matches_ref(t, 2e-5, std::string("Conv auto_pad ") + mode);
+  }
+}
+
+TEST(NativeConv, FoldsAffineNodesAndRunsTheTail) {
+  const ConvCase c{{1, 24, 9, 21}, 13, 3, 3, {1, 1, 1, 1}};
+  {
+    TestGraph t;
+    t.finish({t.op("Relu", {batch_norm(t, conv(t, t.input(c.x), c), c.oc)})});
+    expect_matches_ref(t, 2e-5, "Conv+BatchNormalization+Relu");
+  }
+  {
+    TestGraph t;
+    int y = t.op("Add", {conv(t, t.input(c.x), c), t.constant({1, c.oc, 1, 1})});
+    y = t.op("Clip", {y, t.constant(Tensor::scalar(0.f)), t.constant(Tensor::scalar(6.f))});
+    t.finish({y});
+    expect_matches_ref(t, 2e-5, "Conv+Add(per channel)+Clip");
+  }
+  {  // x * hardsigmoid(x), as the detection model's backbone writes HardSwish
+    TestGraph t;
+    int y = batch_norm(t, conv(t, t.input(c.x), c), c.oc);
+    y = t.op("Mul", {y, t.op("HardSigmoid", {y}, {{"alpha", Attribute::of_float(1.f / 6)}, {"beta", Attribute::of_float(0.5f)}})});
+    t.finish({y});
+    expect_matches_ref(t, 2e-5, "Conv+BatchNormalization+HardSigmoid+Mul");
+  }
+  {  // Mul, Sub, Div by per-channel and scalar constants; two outputs; a tail input
+    TestGraph t;
+    int y = conv(t, t.input({2, 6, 7, 9}), ConvCase{{2, 6, 7, 9}, 3, 3, 3, {1, 1, 1, 1}});
+    y = t.op("Div", {t.op("Sub", {t.op("Mul", {t.constant({3, 1, 1}), y}), t.constant({1})}), t.constant({1, 3, 1, 1}, 1.f, 2.f)});
+    int z = t.op("Add", {t.op("Sigmoid", {y}), t.input({2, 3, 7, 9})});
+    t.finish({z, y});
+    expect_matches_ref(t, 2e-5, "Conv+Mul+Sub+Div+Sigmoid+Add, two outputs");
+  }
+  {  // the Conv's own output leaves the group: nothing folds, the tail reads it
+    TestGraph t;
+    int y = conv(t, t.input(c.x), c);
+    t.finish({t.op("Relu", {t.op("Add", {y, t.constant({1, c.oc, 1, 1})})}), y});
+    expect_matches_ref(t, 2e-5, "Conv exported, Add+Relu tail");
+  }
+}
+
+TEST(NativeConv, RefusesWhatItCannotRun) {
+  const Backend* b = find_backend("native");
+  ASSERT_NE(b, nullptr);
+  TestGraph t;
+  const int x = t.input({1, 4, 6, 6});
+  std::vector<int> y;  // every node an output, so that none is pruned
+  y.push_back(t.op("Conv", {x, t.constant({4, 1, 3, 3})}, {{"group", Attribute::of_int(4)}}));  // depthwise
+  y.push_back(t.op("Conv", {x, t.input({3, 4, 3, 3})}));                                         // weights not constant
+  y.push_back(t.op("Conv", {x, t.constant({3, 4, 3, 3}), t.input({3})}));                        // bias not constant
+  y.push_back(t.op("Conv", {t.input({1, 4, 6}), t.constant({3, 4, 3})}));                        // 1-D
+  y.push_back(t.op("Conv", {x, t.constant({4, 4, 3, 3})}, {{"kernel_shape", Attribute::of_ints({2, 2})}}));  // not W's
+  y.push_back(t.op("Conv", {x, t.constant({4, 2, 3, 3})},
+                   {{"group", Attribute::of_int(2)}, {"dilations", Attribute::of_ints({2, 2})}}));  // runs
+  t.finish(y);
+  for (int n = 0; n < t.g.num_nodes(); ++n) {
+    const Status st = b->supports(t.g, n);
+    EXPECT_EQ(st.ok(), n == t.g.num_nodes() - 1) << "node " << n;
+    if (!st.ok()) {
+      EXPECT_FALSE(st.message().empty()) << "node " << n;
+    }
+  }
 }
 
 TEST(NativeBackend, RejectsWhatItCannotRun) {

@@ -15,9 +15,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <optional>
 
-#include "backends/native/eltwise_compile.h"
+#include "backends/native/conv_common.h"
 #include "backends/native/kernel_io.h"
 #include "backends/native/sgemm.h"
 
@@ -25,50 +24,6 @@ namespace tessera::native {
 namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// The values of constant v as one float per channel of a [N, C, ...] tensor of rank `rank`
-// (v broadcasts along every other dim), or nullopt.
-std::optional<std::vector<float>> per_channel(const Graph& g, int v, int64_t channels, size_t rank) {
-  if (v == kNoValue || !g.value(v).constant) return std::nullopt;
-  const Tensor& t = *g.value(v).constant;
-  if (t.is_container() || t.dtype() == DType::kString || t.numel() < 1) return std::nullopt;
-  const std::vector<int64_t>& d = t.dims();
-  if (d.size() > rank) return std::nullopt;
-  const size_t offset = rank - d.size();
-  for (size_t i = 0; i < d.size(); ++i) {
-    const bool channel_axis = offset + i == 1;
-    if (d[i] != 1 && (!channel_axis || d[i] != channels)) return std::nullopt;
-  }
-  std::vector<float> out(channels);
-  for (int64_t c = 0; c < channels; ++c) out[c] = static_cast<float>(t.as_double(t.numel() == 1 ? 0 : c));
-  return out;
-}
-
-// BatchNormalization's y = x * a + b per channel, or the reason it is not that.
-Result<std::pair<std::vector<float>, std::vector<float>>> batch_norm_affine(const Graph& g, const Node& node) {
-  if (node.inputs.size() != 5) return invalid_argument("BatchNormalization takes 5 inputs");
-  for (size_t o = 1; o < node.outputs.size(); ++o)
-    if (node.outputs[o] != kNoValue) return unimplemented("BatchNormalization's running statistics");
-  if (node.attr_int("training_mode", 0) != 0) return unimplemented("BatchNormalization in training mode");
-  if (node.attr_int("spatial", 1) != 1) return unimplemented("BatchNormalization with spatial=0");
-  TESSERA_RETURN_IF_ERROR(check_float_value(g, node.inputs[0]));
-  const std::vector<int64_t> x = g.value(node.inputs[0]).type.static_dims();
-  if (x.size() < 2) return unimplemented("BatchNormalization of rank < 2");
-  std::vector<std::vector<float>> p;
-  for (size_t i = 1; i < 5; ++i) {
-    const int v = node.inputs[i];
-    if (v == kNoValue || !g.value(v).constant || g.value(v).constant->dims() != std::vector<int64_t>{x[1]})
-      return unimplemented("BatchNormalization with parameters that are not constants of [C]");
-    p.push_back(*per_channel(g, v, x[1], 2));
-  }
-  const float eps = node.attr_float("epsilon", 1e-5f);
-  std::vector<float> a(x[1]), b(x[1]);
-  for (int64_t c = 0; c < x[1]; ++c) {
-    a[c] = static_cast<float>(p[0][c] / std::sqrt(static_cast<double>(p[3][c]) + eps));
-    b[c] = p[1][c] - p[2][c] * a[c];
-  }
-  return std::make_pair(std::move(a), std::move(b));
-}
 
 struct DeconvShape {
   int64_t n, ic, h, w, oc, kh, kw;
@@ -118,90 +73,25 @@ Result<DeconvShape> deconv_shape(const Graph& g, const Node& node) {
   return s;
 }
 
-// A ConvTranspose group: the anchor, the affine nodes folded into it (y = conv * scale + shift
-// per channel, the bias included), and the elementwise tail reading `folded_value`.
+// A ConvTranspose group: its shape and the affine nodes and tail around it.
 struct DeconvPlan {
-  int anchor = -1;
   DeconvShape shape{};
-  std::vector<float> scale, shift;
-  int folded_value = kNoValue;  // the value the folded chain ends in: what the GEMM computes
-  std::vector<int> tail;
+  AffineTailPlan affine;
 };
-
-// Folds node c (reading `cur`) into the affine map when it is one; false otherwise.
-bool fold_affine(const Graph& g, const Node& c, int cur, DeconvPlan& p) {
-  const size_t rank = 4;
-  const std::vector<int64_t> out_dims = {p.shape.n, p.shape.oc, p.shape.oh(), p.shape.ow()};
-  if (c.outputs.empty() || c.outputs[0] == kNoValue || g.value(c.outputs[0]).type.static_dims() != out_dims ||
-      !c.domain.empty())
-    return false;
-  if (c.op_type == "BatchNormalization") {
-    if (c.inputs.empty() || c.inputs[0] != cur) return false;
-    auto ab = batch_norm_affine(g, c);
-    if (!ab.ok()) return false;
-    for (int64_t k = 0; k < p.shape.oc; ++k) {
-      p.scale[k] *= ab->first[k];
-      p.shift[k] = p.shift[k] * ab->first[k] + ab->second[k];
-    }
-    return true;
-  }
-  const bool commutes = c.op_type == "Add" || c.op_type == "Mul";
-  if ((!commutes && c.op_type != "Sub" && c.op_type != "Div") || c.inputs.size() != 2) return false;
-  if (c.inputs[0] != cur && !(commutes && c.inputs[1] == cur)) return false;
-  const int other = c.inputs[0] == cur ? c.inputs[1] : c.inputs[0];
-  if (other == cur) return false;
-  std::optional<std::vector<float>> k = per_channel(g, other, p.shape.oc, rank);
-  if (!k) return false;
-  for (int64_t i = 0; i < p.shape.oc; ++i) {
-    const float v = (*k)[i];
-    if (c.op_type == "Add") p.shift[i] += v;
-    if (c.op_type == "Sub") p.shift[i] -= v;
-    if (c.op_type == "Mul") p.scale[i] *= v, p.shift[i] *= v;
-    if (c.op_type == "Div") p.scale[i] /= v, p.shift[i] /= v;
-  }
-  return true;
-}
 
 Result<DeconvPlan> plan_deconv(const SubGraph& sg) {
   const Graph& g = sg.graph();
-  DeconvPlan p;
+  int anchor = -1;
   for (int n : sg.nodes()) {
     if (!is_deconv_op(g.node(n).op_type)) continue;
-    if (p.anchor >= 0) return unimplemented("a group holds one ConvTranspose");
-    p.anchor = n;
+    if (anchor >= 0) return unimplemented("a group holds one ConvTranspose");
+    anchor = n;
   }
-  if (p.anchor < 0) return unimplemented("no ConvTranspose in the group");
-  const Node& anchor = g.node(p.anchor);
-  TESSERA_ASSIGN_OR_RETURN(p.shape, deconv_shape(g, anchor));
-  p.scale.assign(p.shape.oc, 1.0f);
-  p.shift.assign(p.shape.oc, 0.0f);
-  if (anchor.inputs.size() > 2 && anchor.inputs[2] != kNoValue) p.shift = *per_channel(g, anchor.inputs[2], p.shape.oc, 2);
-  auto is_output = [&](int v) { return std::find(sg.outputs().begin(), sg.outputs().end(), v) != sg.outputs().end(); };
-  std::vector<int> folded;
-  // (Every value before `cur` has one consumer, the next folded node: the tail cannot read it.)
-  int cur = anchor.outputs[0];
-  while (!is_output(cur) && g.value(cur).consumers.size() == 1) {
-    const int c = g.value(cur).consumers[0];
-    if (!sg.nodes().contains(c) || !fold_affine(g, g.node(c), cur, p)) break;
-    folded.push_back(c);
-    cur = g.node(c).outputs[0];
-  }
-  p.folded_value = cur;
-  const std::vector<int64_t> out_dims = g.value(cur).type.static_dims();
-  for (int n : sg.nodes()) {
-    if (n == p.anchor || std::find(folded.begin(), folded.end(), n) != folded.end()) continue;
-    const Node& node = g.node(n);
-    if (!is_eltwise_op(node.op_type)) return unimplemented(node.op_type + " after a ConvTranspose");
-    TESSERA_RETURN_IF_ERROR(check_eltwise_node(g, n));
-    if (g.value(node.outputs[0]).type.static_dims() != out_dims)
-      return unimplemented("an elementwise tail must keep the ConvTranspose's shape");
-    p.tail.push_back(n);
-  }
-  for (int v : sg.outputs()) {
-    const int producer = g.value(v).producer;
-    if (v != cur && std::find(p.tail.begin(), p.tail.end(), producer) == p.tail.end())
-      return unimplemented("an intermediate of the folded chain leaves the group");
-  }
+  if (anchor < 0) return unimplemented("no ConvTranspose in the group");
+  DeconvPlan p;
+  TESSERA_ASSIGN_OR_RETURN(p.shape, deconv_shape(g, g.node(anchor)));
+  const DeconvShape& s = p.shape;
+  TESSERA_ASSIGN_OR_RETURN(p.affine, plan_affine_tail(sg, anchor, {s.n, s.oc, s.oh(), s.ow()}));
   return p;
 }
 
@@ -211,78 +101,37 @@ class DeconvKernel final : public Kernel {
 
   Status init(const SubGraph& sg) {
     const Graph& g = sg.graph();
-    const Node& anchor = g.node(plan_.anchor);
+    const Node& anchor = g.node(plan_.affine.anchor);
     const DeconvShape& s = plan_.shape;
     TESSERA_ASSIGN_OR_RETURN(x_, source_of(sg, anchor.inputs[0]));
     const int64_t cols = s.oc * s.kh * s.kw, tile = s.kh * s.kw;
     // W[ic][oc][kh][kw] is already B[ic][(oc, kh, kw)]: scale its columns, pack it.
     const float* w = g.value(anchor.inputs[1]).constant->data<float>();
     std::vector<float> scaled(s.ic * cols);
-    for (int64_t i = 0; i < s.ic * cols; ++i) scaled[i] = w[i] * plan_.scale[(i % cols) / tile];
+    for (int64_t i = 0; i < s.ic * cols; ++i) scaled[i] = w[i] * plan_.affine.scale[(i % cols) / tile];
     packed_w_ = std::make_unique<ScratchBuffer>(packed_b_floats(s.ic, cols, isa_.gemm_nr));
     pack_b(scaled.data(), cols, 1, s.ic, cols, isa_.gemm_nr, packed_w_->data());
     column_bias_.resize(cols);
-    for (int64_t j = 0; j < cols; ++j) column_bias_[j] = plan_.shift[j / tile];
-    out_dims_ = {s.n, s.oc, s.oh(), s.ow()};
-    const int y = plan_.folded_value;
-    for (int v : sg.outputs())
-      if (v != y) tail_stored_.push_back(v);
-    if (!plan_.tail.empty()) {
-      TESSERA_ASSIGN_OR_RETURN(tail_, compile_eltwise(g, plan_.tail, tail_stored_, out_dims_));
-      for (int v : tail_.input_values) {
-        if (v == y) {
-          tail_sources_.push_back(ValueSource{});  // slot -1, no constant: y itself
-          continue;
-        }
-        TESSERA_ASSIGN_OR_RETURN(ValueSource src, source_of(sg, v));
-        tail_sources_.push_back(std::move(src));
-      }
-    }
-    for (int v : sg.outputs()) {
-      int pos = -1;
-      for (size_t o = 0; o < tail_stored_.size(); ++o)
-        if (tail_stored_[o] == v) pos = static_cast<int>(o);
-      out_pos_.push_back(pos);
-    }
-    // One stored tail value and y not wanted: the tail writes over y in place.
-    in_place_ = tail_stored_.size() == 1 && std::find(sg.outputs().begin(), sg.outputs().end(), y) == sg.outputs().end();
-    return Status();
+    for (int64_t j = 0; j < cols; ++j) column_bias_[j] = plan_.affine.shift[j / tile];
+    return tail_.init(sg, plan_.affine);
   }
 
   Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs, KernelRunContext& ctx) override {
     TESSERA_ASSIGN_OR_RETURN(const float* x, resolve_float(x_, inputs));
-    Tensor y = ctx.alloc.allocate_uninitialized(DType::kFloat32, out_dims_);
-    float* yp = y.data<float>();
-    std::vector<Tensor> tail_out(tail_stored_.size());
-    std::vector<const float*> tail_in(tail_sources_.size());
-    std::vector<float*> tail_out_ptr(tail_stored_.size());
-    for (size_t k = 0; k < tail_sources_.size(); ++k) {
-      const ValueSource& src = tail_sources_[k];
-      if (src.slot < 0 && !src.constant) {
-        tail_in[k] = yp;
-      } else {
-        TESSERA_ASSIGN_OR_RETURN(tail_in[k], resolve_float(src, inputs));
-      }
-    }
-    for (size_t o = 0; o < tail_stored_.size(); ++o) {
-      tail_out[o] = in_place_ ? y : ctx.alloc.allocate_uninitialized(DType::kFloat32, out_dims_);
-      tail_out_ptr[o] = tail_out[o].data<float>();
-    }
-    const EltwiseBuffers buffers{tail_in.data(), tail_out_ptr.data()};
-
+    TESSERA_ASSIGN_OR_RETURN(EltwiseTail::Run r, tail_.start(inputs, ctx));
+    float* yp = r.y.data<float>();
     if (plan_.shape.tiles()) {
-      run_tiles(x, yp, buffers, ctx);
+      run_tiles(x, yp, r, ctx);
     } else {
-      run_overlapping(x, yp, buffers, ctx);
+      run_overlapping(x, yp, r, ctx);
     }
-    outputs.resize(out_pos_.size());
-    for (size_t i = 0; i < out_pos_.size(); ++i) outputs[i] = out_pos_[i] < 0 ? y : tail_out[out_pos_[i]];
+    tail_.finish(r, outputs);
     return Status();
   }
 
   // Kernel == stride: tasks of `rows` input rows (a C of about 256 pixels), at least a few per
   // thread; each task's C goes straight to its own output rows.
-  void run_tiles(const float* x, float* yp, const EltwiseBuffers& buffers, KernelRunContext& ctx) const {
+  void run_tiles(const float* x, float* yp, const EltwiseTail::Run& tail_run, KernelRunContext& ctx) const {
     const DeconvShape& s = plan_.shape;
     const int threads = pool_threads(ctx.pool);
     int64_t rows = std::clamp<int64_t>(256 / std::max<int64_t>(1, s.w), 1, s.h);
@@ -291,7 +140,7 @@ class DeconvKernel final : public Kernel {
     const int64_t oh = s.oh(), ow = s.ow();
     parallel(ctx.pool, s.n * per_image, 1, [&](int64_t t0, int64_t t1) {
       ScratchBuffer c(rows * s.w * cols);
-      ScratchBuffer scratch(plan_.tail.empty() ? 0 : tail_.program.scratch_floats());
+      ScratchBuffer scratch(tail_.scratch_floats());
       GemmHooks hooks;
       hooks.init = [&](int64_t, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float*) {
         for (int64_t r = m0; r < m1; ++r)
@@ -315,10 +164,8 @@ class DeconvKernel final : public Kernel {
             for (int64_t h = h0; h < h1; ++h)
               scatter_row(c.data() + (h - h0) * s.w * cols + (oc * s.kh + kh) * s.kw, cols,
                           plane + (h * s.kh + kh) * ow);
-          if (!plan_.tail.empty()) {
-            const int64_t begin = (n * s.oc + oc) * oh * ow + h0 * s.kh * ow;
-            isa_.eltwise(tail_.program, buffers, begin, begin + (h1 - h0) * s.kh * ow, scratch.data());
-          }
+          const int64_t begin = (n * s.oc + oc) * oh * ow + h0 * s.kh * ow;
+          tail_.apply(isa_, tail_run, begin, begin + (h1 - h0) * s.kh * ow, scratch.data());
         }
       }
     });
@@ -327,7 +174,7 @@ class DeconvKernel final : public Kernel {
   // Overlapping (or padded, dilated) taps: C of every pixel of an image first (each task its own
   // rows of C), then per output plane the bias, the sum of the taps landing on each pixel, and
   // the tail.
-  void run_overlapping(const float* x, float* yp, const EltwiseBuffers& buffers, KernelRunContext& ctx) const {
+  void run_overlapping(const float* x, float* yp, const EltwiseTail::Run& tail_run, KernelRunContext& ctx) const {
     const DeconvShape& s = plan_.shape;
     const int threads = pool_threads(ctx.pool);
     const int64_t cols = s.oc * s.kh * s.kw, oh = s.oh(), ow = s.ow();
@@ -352,10 +199,10 @@ class DeconvKernel final : public Kernel {
         }
       });
       parallel(ctx.pool, s.oc, 1, [&](int64_t oc0, int64_t oc1) {
-        ScratchBuffer scratch(plan_.tail.empty() ? 0 : tail_.program.scratch_floats());
+        ScratchBuffer scratch(tail_.scratch_floats());
         for (int64_t oc = oc0; oc < oc1; ++oc) {
           float* plane = yp + (n * s.oc + oc) * oh * ow;
-          std::fill(plane, plane + oh * ow, plan_.shift[oc]);
+          std::fill(plane, plane + oh * ow, plan_.affine.shift[oc]);
           for (int64_t ih = 0; ih < s.h; ++ih)
             for (int64_t kh = 0; kh < s.kh; ++kh) {
               const int64_t y = ih * s.sh - s.pad_top + kh * s.dh;
@@ -370,10 +217,8 @@ class DeconvKernel final : public Kernel {
                 }
               }
             }
-          if (!plan_.tail.empty()) {
-            const int64_t begin = (n * s.oc + oc) * oh * ow;
-            isa_.eltwise(tail_.program, buffers, begin, begin + oh * ow, scratch.data());
-          }
+          const int64_t begin = (n * s.oc + oc) * oh * ow;
+          tail_.apply(isa_, tail_run, begin, begin + oh * ow, scratch.data());
         }
       });
     }
@@ -397,12 +242,7 @@ class DeconvKernel final : public Kernel {
   ValueSource x_;
   std::unique_ptr<ScratchBuffer> packed_w_;
   std::vector<float> column_bias_;
-  std::vector<int64_t> out_dims_;
-  EltwisePlan tail_;
-  std::vector<int> tail_stored_;
-  std::vector<ValueSource> tail_sources_;
-  std::vector<int> out_pos_;  // per kernel output: tail output index, or -1 for y
-  bool in_place_ = false;
+  EltwiseTail tail_;
 };
 
 class BatchNormKernel final : public Kernel {

@@ -24,6 +24,22 @@ enum class ReduceKind { kSum, kMax };
 // One standalone math function for accuracy tests: y[i] = f(x[i]).
 enum class MathFn { kExp, kLog, kTanh, kSigmoid, kErf, kExpm1 };
 
+// One output row of a direct convolution for a block of conv_oc_block output channels (see
+// simd_conv.h). Input pixel p of tap t of channel c is in[c * channel_stride + tap_offsets[t] + p]
+// (rows zero-padded and split by stride phase beforehand, so no tap needs a bounds check).
+struct ConvRowArgs {
+  const float* in;
+  int64_t channels, channel_stride;
+  const int64_t* tap_offsets;
+  int64_t taps;
+  const float* weights;  // [channels][taps][conv_oc_block]
+  const float* bias;     // [conv_oc_block]: the accumulators' start
+  float* out;            // output channel o, pixel p at out[o * out_stride + p]
+  int64_t out_stride;
+  int64_t oc_count;  // channels of the block stored (<= conv_oc_block)
+  int64_t width;     // output pixels; loads may read up to width rounded up to 16 (+ the taps)
+};
+
 // The kernels for one ISA. Pointers to plain functions, so the caller needs no vector types.
 struct IsaKernels {
   Isa isa;
@@ -69,6 +85,10 @@ struct IsaKernels {
   using GemmMicroFn = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                                int n, bool accumulate);
   GemmMicroFn gemm_micro[16];
+
+  // Direct convolution: output channels per packed weight block, and one output row of a block.
+  int conv_oc_block;
+  void (*conv_row)(const ConvRowArgs& args);
 };
 
 // The kernels of `isa`, or the scalar ones when this CPU cannot run it.

@@ -93,6 +93,7 @@ struct Avx2 {
 #include "backends/native/simd_math.h"
 // (order matters: the interpreter and row kernels use the math templates)
 #include "backends/native/simd_eltwise.h"
+#include "backends/native/simd_conv.h"
 #include "backends/native/simd_gemm.h"
 #include "backends/native/simd_rows.h"
 #include "backends/native/simd_llm.h"
@@ -102,7 +103,8 @@ namespace tessera::native {
 
 const IsaKernels& avx2_kernels() {
   // 6 x 16: 12 accumulators, 2 B vectors and a broadcast A value in the 16 ymm registers.
-  static const IsaKernels k = simd::make_kernels<Avx2, 6, 2>(Isa::kAvx2);
+  // Conv: 6 channels x 16 pixels, 12 accumulators.
+  static const IsaKernels k = simd::with_conv<Avx2, 6, 2>(simd::make_kernels<Avx2, 6, 2>(Isa::kAvx2));
   return k;
 }
 

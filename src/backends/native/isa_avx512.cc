@@ -81,6 +81,7 @@ struct Avx512 {
 #include "backends/native/simd_math.h"
 // (order matters: the interpreter and row kernels use the math templates)
 #include "backends/native/simd_eltwise.h"
+#include "backends/native/simd_conv.h"
 #include "backends/native/simd_gemm.h"
 #include "backends/native/simd_rows.h"
 #include "backends/native/simd_llm.h"
@@ -90,7 +91,8 @@ namespace tessera::native {
 
 const IsaKernels& avx512_kernels() {
   // 14 x 32: 28 accumulators, 2 B vectors and a broadcast A value fill the 32 zmm registers.
-  static const IsaKernels k = simd::make_kernels<Avx512, 14, 2>(Isa::kAvx512);
+  // Conv: 12 output channels x 32 pixels, 24 accumulators.
+  static const IsaKernels k = simd::with_conv<Avx512, 12, 2>(simd::make_kernels<Avx512, 14, 2>(Isa::kAvx512));
   return k;
 }
 

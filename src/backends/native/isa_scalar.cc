@@ -63,6 +63,7 @@ struct Scalar {
 #include "backends/native/simd_math.h"
 // (order matters: the interpreter and row kernels use the math templates)
 #include "backends/native/simd_eltwise.h"
+#include "backends/native/simd_conv.h"
 #include "backends/native/simd_gemm.h"
 #include "backends/native/simd_rows.h"
 #include "backends/native/simd_llm.h"
@@ -71,7 +72,7 @@ struct Scalar {
 namespace tessera::native {
 
 const IsaKernels& scalar_kernels() {
-  static const IsaKernels k = simd::make_kernels<Scalar, 4, 4>(Isa::kScalar);
+  static const IsaKernels k = simd::with_conv<Scalar, 4, 4>(simd::make_kernels<Scalar, 4, 4>(Isa::kScalar));
   return k;
 }
 

@@ -1,8 +1,9 @@
 // tessera's own kernels as a Backend: fused elementwise / broadcast chains (one pass over
 // memory), reductions, Softmax, LayerNormalization, SGEMM for MatMul / Gemm with an
-// elementwise tail, ConvTranspose with kernel == stride (affine nodes folded in, an elementwise
+// elementwise tail, direct Conv and ConvTranspose (affine nodes folded in, an elementwise
 // tail) and inference BatchNormalization. Vector code for AVX-512 or AVX2 is chosen at run time (see isa.h).
 #include "backends/backend.h"
+#include "backends/native/conv_kernels.h"
 #include "backends/native/deconv_kernels.h"
 #include "backends/native/eltwise_compile.h"
 #include "backends/native/gemm_kernels.h"
@@ -22,6 +23,7 @@ Status native_supports(const Graph& g, int n) {
   if (is_row_op(op)) return check_row_node(g, n);
   if (is_gemm_op(op)) return check_gemm_node(g, n);
   if (is_deconv_op(op)) return check_deconv_node(g, n);
+  if (is_conv_op(op)) return check_conv_node(g, n);
   if (op == "BatchNormalization") return check_batch_norm_node(g, n);
   return unimplemented("native has no kernel for " + op);
 }
@@ -30,8 +32,10 @@ Status native_accepts(const SubGraph& sg) {
   const Graph& g = sg.graph();
   if (sg.size() == 1) return native_supports(g, sg.nodes().first());
   bool has_gemm = false;
-  for (int n : sg.nodes())
+  for (int n : sg.nodes()) {
     if (is_deconv_op(g.node(n).op_type)) return check_deconv_group(sg);
+    if (is_conv_op(g.node(n).op_type)) return check_conv_group(sg);
+  }
   for (int n : sg.nodes()) {
     const std::string& op = g.node(n).op_type;
     if (is_llm_op(g.node(n))) return unimplemented(op + " runs alone on native");
@@ -64,6 +68,7 @@ Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKern
   for (int n : sg.nodes()) {
     if (is_gemm_op(g.node(n).op_type)) return compile_gemm_kernel(sg, isa);
     if (is_deconv_op(g.node(n).op_type)) return compile_deconv_kernel(sg, isa);
+    if (is_conv_op(g.node(n).op_type)) return compile_conv_kernel(sg, isa);
   }
   if (sg.size() == 1 && g.node(sg.nodes().first()).op_type == "BatchNormalization")
     return compile_batch_norm_kernel(sg);
@@ -85,6 +90,8 @@ const char* const kFusedChains[] = {
     "Gemm+Relu",     "Gemm+HardSwish",  "Gemm+Add+Sigmoid",
     "ConvTranspose+Add", "ConvTranspose+Add+Sigmoid",
     "ConvTranspose+BatchNormalization+Relu", "ConvTranspose+Relu",
+    "Conv+Relu", "Conv+Add", "Conv+Add+Relu", "Conv+Add+Clip", "Conv+BatchNormalization",
+    "Conv+BatchNormalization+Relu", "Conv+HardSigmoid+Mul", "Conv+Sigmoid+Mul", "Conv+HardSwish",
 };
 
 class NativeBackend final : public Backend {
@@ -94,7 +101,7 @@ class NativeBackend final : public Backend {
     // The revision is part of every cost database key of this backend: raise it when what the
     // kernels accept or how fast they run changes, so that costs measured before (a group once
     // refused, a slower kernel) are measured again instead of read back.
-    return std::string("tessera native r2 (") + native::isa_name(native::best_isa()) + ")";
+    return std::string("tessera native r3 (") + native::isa_name(native::best_isa()) + ")";
   }
   Status available() const override { return Status(); }  // the scalar kernels run anywhere
   FusionStyle fusion_style() const override { return FusionStyle::kTvmLike; }
@@ -104,7 +111,7 @@ class NativeBackend final : public Backend {
   std::vector<std::string> claimed_patterns() const override {
     std::vector<std::string> p = native::eltwise_op_types();
     for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "Softmax", "LayerNormalization",
-                           "MatMul", "Gemm", "ConvTranspose", "BatchNormalization"}) {
+                           "MatMul", "Gemm", "Conv", "ConvTranspose", "BatchNormalization"}) {
       p.push_back(op);
     }
     for (const char* chain : kFusedChains) p.push_back(chain);

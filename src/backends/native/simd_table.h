@@ -40,4 +40,12 @@ IsaKernels make_kernels(Isa isa) {
   return k;
 }
 
+// The direct convolution's register tile: kOcb output channels x kNv vectors of pixels.
+template <class S, int kOcb, int kNv>
+IsaKernels with_conv(IsaKernels k) {
+  k.conv_oc_block = kOcb;
+  k.conv_row = &conv_row<S, kOcb, kNv>;
+  return k;
+}
+
 }  // namespace tessera::native::simd

@@ -1,0 +1,75 @@
+// What the native Conv and ConvTranspose kernels share: per-channel affine nodes after the
+// convolution folded into its weights and bias (y = conv * scale + shift per output channel),
+// and the elementwise tail run on finished blocks of output while they are in cache.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/native/eltwise_compile.h"
+#include "backends/native/isa.h"
+#include "backends/native/kernel_io.h"
+
+namespace tessera::native {
+
+// The values of constant v as one float per channel of a [N, C, ...] tensor of rank `rank`
+// (v broadcasts along every other dim), or nullopt.
+std::optional<std::vector<float>> per_channel(const Graph& g, int v, int64_t channels, size_t rank);
+
+// BatchNormalization's y = x * a + b per channel, or the reason it is not that.
+Result<std::pair<std::vector<float>, std::vector<float>>> batch_norm_affine(const Graph& g,
+                                                                            const Node& node);
+
+// A group around one convolution (the anchor, output [N, OC, OH, OW]): the affine nodes folded
+// into it (y = conv without bias * scale + shift, the anchor's bias included in shift), and the
+// elementwise tail reading `folded_value`.
+struct AffineTailPlan {
+  int anchor = -1;
+  std::vector<int64_t> out_dims;
+  std::vector<float> scale, shift;
+  int folded_value = kNoValue;  // the value the folded chain ends in: what the convolution computes
+  std::vector<int> tail;
+};
+
+// Plans `sg` around `anchor` (its input 2, when present, is a per-channel bias constant).
+Result<AffineTailPlan> plan_affine_tail(const SubGraph& sg, int anchor,
+                                        std::vector<int64_t> out_dims);
+
+// The values a group's kernel stores and how its tail runs, fixed at compile time.
+class EltwiseTail {
+ public:
+  Status init(const SubGraph& sg, const AffineTailPlan& plan);
+  bool empty() const { return empty_; }
+  int64_t scratch_floats() const { return empty_ ? 0 : plan_.program.scratch_floats(); }
+
+  // One run's buffers: y (what the convolution writes) and the tail's outputs.
+  struct Run {
+    Tensor y;
+    std::vector<Tensor> out;
+    std::vector<const float*> in_ptr;
+    std::vector<float*> out_ptr;
+    EltwiseBuffers buffers() const { return EltwiseBuffers{in_ptr.data(), out_ptr.data()}; }
+  };
+  Result<Run> start(const std::vector<const Tensor*>& inputs, KernelRunContext& ctx) const;
+  // The tail over flattened output elements [begin, end) (scratch: scratch_floats()).
+  void apply(const IsaKernels& isa, const Run& run, int64_t begin, int64_t end,
+             float* scratch) const {
+    if (!empty_) isa.eltwise(plan_.program, run.buffers(), begin, end, scratch);
+  }
+  // The kernel's outputs, in SubGraph output order.
+  void finish(Run& run, std::vector<Tensor>& outputs) const;
+
+ private:
+  bool empty_ = true;
+  std::vector<int64_t> out_dims_;
+  EltwisePlan plan_;
+  std::vector<int> stored_;
+  std::vector<ValueSource> sources_;
+  std::vector<int> out_pos_;  // per kernel output: tail output index, or -1 for y
+  bool in_place_ = false;
+};
+
+}  // namespace tessera::native

@@ -1,0 +1,309 @@
+// Conv as a direct convolution: per task (image, group, block of output rows), the input rows
+// the block reads are copied for every input channel of the group into a per-thread buffer,
+// zero-padded left, right, above and below and split by stride phase (pixel x of phase f holds
+// padded column x * stride + f), so that the taps of consecutive output pixels are consecutive
+// floats. conv_row (simd_conv.h) then computes each output row for a block of output channels
+// in registers, from weights packed [group][oc block][ic][kh][kw][oc in block] with the folded
+// affine scale, starting from the folded shift. The elementwise tail runs on the block's rows.
+#include "backends/native/conv_kernels.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <tuple>
+
+#include "backends/native/conv_common.h"
+#include "backends/native/kernel_io.h"
+
+namespace tessera::native {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+struct ConvShape {
+  int64_t n, c, h, w, oc, kh, kw, group = 1;
+  int64_t sh = 1, sw = 1, dh = 1, dw = 1, pad_top = 0, pad_left = 0, oh = 0, ow = 0;
+  int64_t ic_per_group() const { return c / group; }
+  int64_t oc_per_group() const { return oc / group; }
+};
+
+// Begin and end pads of one spatial axis for auto_pad SAME_UPPER / SAME_LOWER.
+std::pair<int64_t, int64_t> same_pads(int64_t in, int64_t k, int64_t stride, int64_t dilation,
+                                      bool upper) {
+  const int64_t out = ceil_div(in, stride);
+  const int64_t total = std::max<int64_t>(0, (out - 1) * stride + (k - 1) * dilation + 1 - in);
+  const int64_t small = total / 2;
+  return upper ? std::make_pair(small, total - small) : std::make_pair(total - small, small);
+}
+
+Result<ConvShape> conv_shape(const Graph& g, const Node& node) {
+  if (node.op_type != "Conv" || !node.domain.empty()) return unimplemented("not a Conv");
+  if (node.inputs.size() < 2) return invalid_argument("Conv takes X and W");
+  TESSERA_RETURN_IF_ERROR(check_float_value(g, node.inputs[0]));
+  TESSERA_RETURN_IF_ERROR(check_float_value(g, node.inputs[1]));
+  if (!g.value(node.inputs[1]).constant) return unimplemented("Conv weights that are not constant");
+  const std::vector<int64_t> x = g.value(node.inputs[0]).type.static_dims();
+  const std::vector<int64_t> w = g.value(node.inputs[1]).type.static_dims();
+  if (x.size() != 4 || w.size() != 4) return unimplemented("Conv that is not 2-D");
+  ConvShape s{x[0], x[1], x[2], x[3], w[0], w[2], w[3]};
+  s.group = node.attr_int("group", 1);
+  if (s.group < 1 || s.c % s.group != 0 || s.oc % s.group != 0 || w[1] * s.group != s.c)
+    return invalid_argument(
+        "Conv: group does not divide the channels, or W's second dim is not C / group");
+  if (s.ic_per_group() == 1 && s.group > 1)
+    return unimplemented(
+        "depthwise Conv (one input channel per group): the direct kernel's channel blocks would be "
+        "mostly empty");
+  const std::vector<int64_t> kernel = {s.kh, s.kw};
+  if (node.attr_ints("kernel_shape", kernel) != kernel)
+    return invalid_argument("Conv: kernel_shape is not W's");
+  const std::vector<int64_t> strides = node.attr_ints("strides", {1, 1}),
+                             dil = node.attr_ints("dilations", {1, 1});
+  std::vector<int64_t> pads = node.attr_ints("pads", {0, 0, 0, 0});
+  if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4)
+    return invalid_argument("Conv: strides, dilations or pads of the wrong length");
+  if (std::any_of(strides.begin(), strides.end(), [](int64_t v) { return v < 1; }) ||
+      std::any_of(dil.begin(), dil.end(), [](int64_t v) { return v < 1; }) ||
+      std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v < 0; }))
+    return invalid_argument("Conv: strides and dilations must be positive, pads not negative");
+  s.sh = strides[0], s.sw = strides[1], s.dh = dil[0], s.dw = dil[1];
+  if (s.kh > 16 || s.kw > 16 || s.sh > 16 || s.sw > 16 || s.dh > 16 || s.dw > 16)
+    return unimplemented("Conv with kernel, stride or dilation over 16");
+  const std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
+  if (auto_pad == "VALID") {
+    pads = {0, 0, 0, 0};
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    const bool upper = auto_pad == "SAME_UPPER";
+    std::tie(pads[0], pads[2]) = same_pads(s.h, s.kh, s.sh, s.dh, upper);
+    std::tie(pads[1], pads[3]) = same_pads(s.w, s.kw, s.sw, s.dw, upper);
+  } else if (auto_pad != "NOTSET") {
+    return invalid_argument("Conv: unknown auto_pad " + auto_pad);
+  }
+  s.pad_top = pads[0], s.pad_left = pads[1];
+  s.oh = (s.h + pads[0] + pads[2] - s.dh * (s.kh - 1) - 1) / s.sh + 1;
+  s.ow = (s.w + pads[1] + pads[3] - s.dw * (s.kw - 1) - 1) / s.sw + 1;
+  if (s.h + pads[0] + pads[2] < s.dh * (s.kh - 1) + 1 ||
+      s.w + pads[1] + pads[3] < s.dw * (s.kw - 1) + 1)
+    return invalid_argument("Conv: empty output");
+  if (node.inputs.size() > 2 && node.inputs[2] != kNoValue) {
+    TESSERA_RETURN_IF_ERROR(check_float_value(g, node.inputs[2]));
+    if (!g.value(node.inputs[2]).constant ||
+        g.value(node.inputs[2]).constant->dims() != std::vector<int64_t>{s.oc})
+      return unimplemented("Conv bias that is not a constant of [M]");
+  }
+  if (node.outputs.empty() || node.outputs[0] == kNoValue)
+    return invalid_argument("Conv has no output");
+  TESSERA_RETURN_IF_ERROR(check_float_value(g, node.outputs[0]));
+  if (g.value(node.outputs[0]).type.static_dims() != std::vector<int64_t>{s.n, s.oc, s.oh, s.ow})
+    return unimplemented("Conv whose output shape is not the one its attributes give");
+  return s;
+}
+
+struct ConvPlan {
+  ConvShape shape{};
+  AffineTailPlan affine;
+};
+
+Result<ConvPlan> plan_conv(const SubGraph& sg) {
+  const Graph& g = sg.graph();
+  int anchor = -1;
+  for (int n : sg.nodes()) {
+    if (!is_conv_op(g.node(n).op_type)) continue;
+    if (anchor >= 0) return unimplemented("a group holds one Conv");
+    anchor = n;
+  }
+  if (anchor < 0) return unimplemented("no Conv in the group");
+  ConvPlan p;
+  TESSERA_ASSIGN_OR_RETURN(p.shape, conv_shape(g, g.node(anchor)));
+  const ConvShape& s = p.shape;
+  TESSERA_ASSIGN_OR_RETURN(p.affine, plan_affine_tail(sg, anchor, {s.n, s.oc, s.oh, s.ow}));
+  return p;
+}
+
+// Floats of one input row (all its stride phases) in the row buffer: output pixels rounded up
+// to 16 (the widest vector loads) plus the taps' reach, per phase.
+int64_t phase_floats(const ConvShape& s) {
+  return round_up(s.ow, 16) + (s.kw - 1) * s.dw / s.sw + 1;
+}
+
+class ConvKernel final : public Kernel {
+ public:
+  ConvKernel(const IsaKernels& isa, ConvPlan plan) : isa_(isa), plan_(std::move(plan)) {}
+
+  Status init(const SubGraph& sg) {
+    const Graph& g = sg.graph();
+    const Node& anchor = g.node(plan_.affine.anchor);
+    const ConvShape& s = plan_.shape;
+    TESSERA_ASSIGN_OR_RETURN(x_, source_of(sg, anchor.inputs[0]));
+    const int64_t ocb = isa_.conv_oc_block, icg = s.ic_per_group(), ocg = s.oc_per_group(),
+                  taps = s.kh * s.kw;
+    blocks_ = ceil_div(ocg, ocb);
+    // W[oc][ic][kh][kw] * scale[oc] into [group][block][ic][kh][kw][oc in block], zeros past oc.
+    const float* w = g.value(anchor.inputs[1]).constant->data<float>();
+    const int64_t block_floats = icg * taps * ocb;
+    packed_w_ = std::make_unique<ScratchBuffer>(s.group * blocks_ * block_floats);
+    bias_.assign(s.group * blocks_ * ocb, 0.0f);
+    std::fill_n(packed_w_->data(), s.group * blocks_ * block_floats, 0.0f);
+    for (int64_t oc = 0; oc < s.oc; ++oc) {
+      const int64_t grp = oc / ocg, o = oc % ocg, blk = grp * blocks_ + o / ocb;
+      float* dst = packed_w_->data() + blk * block_floats + o % ocb;
+      for (int64_t i = 0; i < icg * taps; ++i)
+        dst[i * ocb] = w[oc * icg * taps + i] * plan_.affine.scale[oc];
+      bias_[blk * ocb + o % ocb] = plan_.affine.shift[oc];
+    }
+    // Narrow rows at stride 1: the rows of a block as one row of rows * (padded width) pixels
+    // (the few between two rows are computed and dropped), so the vectors stay full.
+    flat_ = s.sh == 1 && s.sw == 1 && s.ow < 64;
+    phase_ = flat_ ? s.ow + (s.kw - 1) * s.dw : phase_floats(s);
+    row_floats_ = s.sw * phase_;
+    for (int64_t kh = 0; kh < s.kh; ++kh)
+      for (int64_t kw = 0; kw < s.kw; ++kw)
+        tap_offsets_.push_back(kh * s.dh * row_floats_ + (kw * s.dw % s.sw) * phase_ +
+                               kw * s.dw / s.sw);
+    return tail_.init(sg, plan_.affine);
+  }
+
+  Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
+             KernelRunContext& ctx) override {
+    TESSERA_ASSIGN_OR_RETURN(const float* x, resolve_float(x_, inputs));
+    TESSERA_ASSIGN_OR_RETURN(EltwiseTail::Run r, tail_.start(inputs, ctx));
+    const ConvShape& s = plan_.shape;
+    const int threads = pool_threads(ctx.pool);
+    // Blocks of output rows: a row buffer of at most ~512 KB (the L2), at least 4 tasks a thread.
+    int64_t rows = std::min<int64_t>(s.oh, 8);
+    const auto buffer_floats = [&](int64_t rs) {
+      return s.ic_per_group() * input_rows(rs) * row_floats_;
+    };
+    while (rows > 1 && buffer_floats(rows) > (int64_t{128} << 10)) --rows;
+    while (rows > 1 && s.n * s.group * ceil_div(s.oh, rows) < 4 * threads) rows = (rows + 1) / 2;
+    const int64_t per_plane = ceil_div(s.oh, rows);
+    float* y = r.y.data<float>();
+    parallel(ctx.pool, s.n * s.group * per_plane, 1, [&](int64_t t0, int64_t t1) {
+      // (slack past the rows: the last vectors of a flat row read a little beyond them)
+      const int64_t slack = 32 + s.kw * s.dw;
+      ScratchBuffer buffer(buffer_floats(rows) + slack);
+      std::fill_n(buffer.data() + buffer_floats(rows), slack, 0.0f);
+      ScratchBuffer flat_out(flat_ ? isa_.conv_oc_block * flat_stride(rows) : 0);
+      ScratchBuffer scratch(tail_.scratch_floats());
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t n = t / (s.group * per_plane), grp = t / per_plane % s.group;
+        const int64_t oh0 = t % per_plane * rows, oh1 = std::min(s.oh, oh0 + rows);
+        run_rows(x, y, n, grp, oh0, oh1, buffer.data(), flat_out.data(), flat_stride(rows));
+        for (int64_t o = 0; o < s.oc_per_group(); ++o) {
+          const int64_t begin = ((n * s.oc + grp * s.oc_per_group() + o) * s.oh + oh0) * s.ow;
+          tail_.apply(isa_, r, begin, begin + (oh1 - oh0) * s.ow, scratch.data());
+        }
+      }
+    });
+    tail_.finish(r, outputs);
+    return Status();
+  }
+
+ private:
+  // Input rows that output rows [oh0, oh0 + rows) read.
+  int64_t input_rows(int64_t rows) const {
+    const ConvShape& s = plan_.shape;
+    return (rows - 1) * s.sh + (s.kh - 1) * s.dh + 1;
+  }
+
+  // Output rows [oh0, oh1) of image n, group grp: the row buffer, then each block of channels.
+  // Floats per channel of the flat output of a block of `rows` rows.
+  int64_t flat_stride(int64_t rows) const { return round_up(rows * row_floats_, 16); }
+
+  // Output rows [oh0, oh1) of image n, group grp: the row buffer, then each block of channels
+  // (flat: into flat_out, channel stride flat_floats, then the real pixels to y).
+  void run_rows(const float* x, float* y, int64_t n, int64_t grp, int64_t oh0, int64_t oh1,
+                float* buffer, float* flat_out, int64_t flat_floats) const {
+    const ConvShape& s = plan_.shape;
+    const int64_t icg = s.ic_per_group(), ocg = s.oc_per_group(), ocb = isa_.conv_oc_block;
+    const int64_t in_rows = input_rows(oh1 - oh0), channel_floats = in_rows * row_floats_;
+    const float* image = x + (n * s.c + grp * icg) * s.h * s.w;
+    for (int64_t c = 0; c < icg; ++c)
+      for (int64_t r = 0; r < in_rows; ++r)
+        fill_row(image + c * s.h * s.w, oh0 * s.sh - s.pad_top + r,
+                 buffer + c * channel_floats + r * row_floats_);
+    ConvRowArgs a{};
+    a.channels = icg;
+    a.channel_stride = channel_floats;
+    a.tap_offsets = tap_offsets_.data();
+    a.taps = static_cast<int64_t>(tap_offsets_.size());
+    a.out_stride = s.oh * s.ow;
+    a.width = s.ow;
+    for (int64_t b = 0; b < blocks_; ++b) {
+      const int64_t blk = grp * blocks_ + b;
+      a.weights = packed_w_->data() + blk * icg * a.taps * ocb;
+      a.bias = bias_.data() + blk * ocb;
+      a.oc_count = std::min(ocb, ocg - b * ocb);
+      float* out = y + ((n * s.oc + grp * ocg + b * ocb) * s.oh + oh0) * s.ow;
+      if (flat_) {
+        a.in = buffer;
+        a.out = flat_out;
+        a.out_stride = flat_floats;
+        a.width = (oh1 - oh0) * row_floats_;
+        isa_.conv_row(a);
+        for (int64_t o = 0; o < a.oc_count; ++o)
+          for (int64_t r = 0; r < oh1 - oh0; ++r)
+            std::memcpy(out + o * s.oh * s.ow + r * s.ow,
+                        flat_out + o * flat_floats + r * row_floats_, s.ow * sizeof(float));
+        continue;
+      }
+      for (int64_t oh = oh0; oh < oh1; ++oh) {
+        a.in = buffer + (oh - oh0) * s.sh * row_floats_;
+        a.out = y + ((n * s.oc + grp * ocg + b * ocb) * s.oh + oh) * s.ow;
+        isa_.conv_row(a);
+      }
+    }
+  }
+
+  // Input row ih of one channel plane (zeros outside the image) into dst, split by phase.
+  void fill_row(const float* plane, int64_t ih, float* dst) const {
+    const ConvShape& s = plan_.shape;
+    if (ih < 0 || ih >= s.h) {
+      std::fill_n(dst, row_floats_, 0.0f);
+      return;
+    }
+    const float* src = plane + ih * s.w;
+    if (s.sw == 1) {  // padded column x holds src[x - pad_left]
+      const int64_t left = std::min(s.pad_left, phase_);
+      const int64_t copy = std::clamp<int64_t>(phase_ - left, 0, s.w);
+      std::fill_n(dst, left, 0.0f);
+      std::memcpy(dst + left, src, copy * sizeof(float));
+      std::fill(dst + left + copy, dst + phase_, 0.0f);
+      return;
+    }
+    for (int64_t f = 0; f < s.sw; ++f)
+      for (int64_t i = 0; i < phase_; ++i) {
+        const int64_t col = i * s.sw + f - s.pad_left;
+        dst[f * phase_ + i] = col >= 0 && col < s.w ? src[col] : 0.0f;
+      }
+  }
+
+  const IsaKernels& isa_;
+  ConvPlan plan_;
+  ValueSource x_;
+  int64_t blocks_ = 0;  // channel blocks per group
+  std::unique_ptr<ScratchBuffer> packed_w_;
+  std::vector<float> bias_;  // [group][block][oc in block]
+  bool flat_ = false;
+  int64_t phase_ = 0, row_floats_ = 0;
+  std::vector<int64_t> tap_offsets_;
+  EltwiseTail tail_;
+};
+
+}  // namespace
+
+bool is_conv_op(const std::string& op_type) { return op_type == "Conv"; }
+
+Status check_conv_node(const Graph& g, int n) { return conv_shape(g, g.node(n)).status(); }
+
+Status check_conv_group(const SubGraph& sg) { return plan_conv(sg).status(); }
+
+Result<std::unique_ptr<Kernel>> compile_conv_kernel(const SubGraph& sg, const IsaKernels& isa) {
+  TESSERA_ASSIGN_OR_RETURN(ConvPlan plan, plan_conv(sg));
+  auto k = std::make_unique<ConvKernel>(isa, std::move(plan));
+  TESSERA_RETURN_IF_ERROR(k->init(sg));
+  return std::unique_ptr<Kernel>(std::move(k));
+}
+
+}  // namespace tessera::native
