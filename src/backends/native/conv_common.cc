@@ -97,6 +97,13 @@ Result<AffineTailPlan> plan_affine_tail(const SubGraph& sg, int anchor_node,
   p.anchor = anchor_node;
   p.out_dims = std::move(out_dims);
   const Node& anchor = g.node(p.anchor);
+  // The anchor reads the group's inputs: nodes before it in a group (a Mul feeding the Conv) have
+  // no kernel here to run them.
+  for (int v : anchor.inputs) {
+    if (v != kNoValue && sg.nodes().contains(g.value(v).producer))
+      return unimplemented(g.node(p.anchor).op_type + " must come first in its group (" +
+                           g.node(g.value(v).producer).op_type + " feeds it)");
+  }
   const int64_t channels = p.out_dims[1];
   p.scale.assign(channels, 1.0f);
   p.shift.assign(channels, 0.0f);
