@@ -322,7 +322,7 @@ std::vector<int> owners_of(const Graph& g, const std::vector<Partition>& parts) 
 Refinement refine_placement(const Graph& g, const Backend& base, const std::vector<const Backend*>& backends,
                             const std::map<const Backend*, std::vector<double>>& node_seconds,
                             const std::vector<Tensor>& inputs, const MeasureOptions& measure,
-                            const OptimizeOptions& options, Clock::time_point deadline) {
+                            const OptimizeOptions& options, Clock::time_point deadline, const MoveMemory* memory) {
   Refinement out;
   auto placed = place_on_backend(g, base);
   if (!placed.ok()) return out;
@@ -360,6 +360,7 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
   paired.min_total_seconds = std::max(measure.min_total_seconds, 0.15);
   for (const Move& m : moves) {
     if (out.tried >= options.refine_max_tries || Clock::now() >= deadline || (options.stop && options.stop())) break;
+    if (memory && memory->recall(m.node, *m.to) == false) continue;
     moved.add(m.node);
     auto carved = place_on_backend(g, base, &moved);
     ++out.tried;
@@ -368,7 +369,10 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
       for (const Move& k : kept) parts.push_back(Partition{NodeSet::of(g.num_nodes(), {k.node}), k.to});
       parts.push_back(Partition{NodeSet::of(g.num_nodes(), {m.node}), m.to});
       std::vector<Cost> costs = time_in_turns(g, {out.partitions, parts}, inputs, paired);
-      if (costs[0].valid && costs[1].valid && costs[1].seconds < costs[0].seconds * (1 - options.refine_min_gain)) {
+      const bool wins =
+          costs[0].valid && costs[1].valid && costs[1].seconds < costs[0].seconds * (1 - options.refine_min_gain);
+      if (memory) memory->remember(m.node, *m.to, wins);
+      if (wins) {
         kept.push_back(m);
         out.partitions = std::move(parts);
         continue;
@@ -536,8 +540,23 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
   if (fastest_placement && options.refine_max_tries > 0) {
     phase("refine " + fastest_placement->name());
     measure_node_times(g, backends, inputs, measure, db.get(), node_seconds);
-    Refinement refined =
-        refine_placement(g, *fastest_placement, backends, node_seconds, inputs, measure, options, deadline);
+    // Outcomes of moves by model, node, the two backends, thread count and CPU.
+    auto move_key = [&](int node, const Backend& to) {
+      return CostKey{"move:" + graph_hash(g) + ":" + std::to_string(node), fastest_placement->name() + "->" + to.name(),
+                     fastest_placement->version() + " | " + to.version(), options.threads, cpu_model()};
+    };
+    MoveMemory memory;
+    memory.recall = [&](int node, const Backend& to) -> std::optional<bool> {
+      if (!db) return std::nullopt;
+      auto stored = db->lookup(move_key(node, to));
+      if (!stored.ok() || !*stored) return std::nullopt;
+      return (**stored).valid;
+    };
+    memory.remember = [&](int node, const Backend& to, bool kept) {
+      if (db) (void)db->store(move_key(node, to), kept ? Cost::of(0) : Cost::invalid("lost end to end"), "move");
+    };
+    Refinement refined = refine_placement(g, *fastest_placement, backends, node_seconds, inputs, measure, options,
+                                          deadline, &memory);
     PlanVariant pv;
     pv.name = "refined:" + fastest_placement->name();
     pv.predicted_seconds = -1;

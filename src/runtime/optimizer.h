@@ -12,6 +12,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -126,12 +127,19 @@ struct Refinement {
   bool improved = false;              // a move was kept
   int moves = 0, tried = 0;
 };
+// Outcomes of moves tried before (the optimizer keeps them in the cost database): a move found
+// losing is not tried again. `recall` answers true (kept), false (lost) or nullopt (never tried).
+struct MoveMemory {
+  std::function<std::optional<bool>(int node, const Backend& to)> recall;
+  std::function<void(int node, const Backend& to, bool kept)> remember;
+};
 // `node_seconds`: each backend's expected time per node (infinity where it cannot run the node);
 // moves are tried in the order of their expected saving, within `deadline` and options.refine_*.
 Refinement refine_placement(const Graph& g, const Backend& base, const std::vector<const Backend*>& backends,
                             const std::map<const Backend*, std::vector<double>>& node_seconds,
                             const std::vector<Tensor>& inputs, const MeasureOptions& measure,
-                            const OptimizeOptions& options, std::chrono::steady_clock::time_point deadline);
+                            const OptimizeOptions& options, std::chrono::steady_clock::time_point deadline,
+                            const MoveMemory* memory = nullptr);
 
 // A whole-model placement timed end to end: a plan, or one backend (`tessera run --backend`).
 struct PlacementTiming {

@@ -347,6 +347,21 @@ TEST(Optimizer, RefinementKeepsOnlyMovesThatWinEndToEnd) {
     for (int n : p.nodes) on[n] = p.backend->name();
   EXPECT_EQ(on[relu], "fast");
   EXPECT_EQ(on[sigmoid], "base");
+  // Moves remembered as lost are not tried again; the outcomes of tried ones are remembered.
+  std::map<std::pair<int, std::string>, bool> remembered;
+  MoveMemory memory;
+  memory.recall = [](int node, const Backend&) -> std::optional<bool> {
+    if (node == 0) return false;  // the Relu move lost before
+    return std::nullopt;
+  };
+  memory.remember = [&](int node, const Backend& to, bool kept) { remembered[{node, to.name()}] = kept; };
+  Refinement recalled = refine_placement(t.g, base, {&base, &fast, &liar}, node_seconds, inputs, quick(), o,
+                                         std::chrono::steady_clock::now() + std::chrono::seconds(60), &memory);
+  EXPECT_EQ(recalled.tried, 1);
+  EXPECT_FALSE(recalled.improved);
+  ASSERT_EQ(remembered.size(), 1u);
+  EXPECT_FALSE(remembered.begin()->second);  // the liar's move lost
+  EXPECT_EQ(remembered.begin()->first, std::make_pair(sigmoid, std::string("liar")));
   // No tries allowed: the placement as it was.
   o.refine_max_tries = 0;
   Refinement none = refine_placement(t.g, base, {&base, &fast, &liar}, node_seconds, inputs, quick(), o,
