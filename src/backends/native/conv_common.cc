@@ -90,6 +90,18 @@ bool fold_affine(const Graph& g, const Node& c, int cur, AffineTailPlan& p) {
 
 }  // namespace
 
+Result<int> find_anchor(const SubGraph& sg, const std::string& op_type) {
+  const Graph& g = sg.graph();
+  int anchor = -1;
+  for (int n : sg.nodes()) {
+    if (g.node(n).op_type != op_type || !g.node(n).domain.empty()) continue;
+    if (anchor >= 0) return unimplemented("a group holds one " + op_type);
+    anchor = n;
+  }
+  if (anchor < 0) return unimplemented("no " + op_type + " in the group");
+  return anchor;
+}
+
 Result<AffineTailPlan> plan_affine_tail(const SubGraph& sg, int anchor_node,
                                         std::vector<int64_t> out_dims) {
   const Graph& g = sg.graph();

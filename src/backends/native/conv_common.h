@@ -35,6 +35,9 @@ struct AffineTailPlan {
 };
 
 // Plans `sg` around `anchor` (its input 2, when present, is a per-channel bias constant).
+// The one node of `op_type` in sg (the group's anchor), or why there is not exactly one.
+Result<int> find_anchor(const SubGraph& sg, const std::string& op_type);
+
 Result<AffineTailPlan> plan_affine_tail(const SubGraph& sg, int anchor,
                                         std::vector<int64_t> out_dims);
 

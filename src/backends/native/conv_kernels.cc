@@ -107,13 +107,7 @@ struct ConvPlan {
 
 Result<ConvPlan> plan_conv(const SubGraph& sg) {
   const Graph& g = sg.graph();
-  int anchor = -1;
-  for (int n : sg.nodes()) {
-    if (!is_conv_op(g.node(n).op_type)) continue;
-    if (anchor >= 0) return unimplemented("a group holds one Conv");
-    anchor = n;
-  }
-  if (anchor < 0) return unimplemented("no Conv in the group");
+  TESSERA_ASSIGN_OR_RETURN(const int anchor, find_anchor(sg, "Conv"));
   ConvPlan p;
   TESSERA_ASSIGN_OR_RETURN(p.shape, conv_shape(g, g.node(anchor)));
   const ConvShape& s = p.shape;

@@ -81,13 +81,7 @@ struct DeconvPlan {
 
 Result<DeconvPlan> plan_deconv(const SubGraph& sg) {
   const Graph& g = sg.graph();
-  int anchor = -1;
-  for (int n : sg.nodes()) {
-    if (!is_deconv_op(g.node(n).op_type)) continue;
-    if (anchor >= 0) return unimplemented("a group holds one ConvTranspose");
-    anchor = n;
-  }
-  if (anchor < 0) return unimplemented("no ConvTranspose in the group");
+  TESSERA_ASSIGN_OR_RETURN(const int anchor, find_anchor(sg, "ConvTranspose"));
   DeconvPlan p;
   TESSERA_ASSIGN_OR_RETURN(p.shape, deconv_shape(g, g.node(anchor)));
   const DeconvShape& s = p.shape;
