@@ -473,7 +473,8 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
       searches.push_back(std::move(search));
       continue;
     }
-    best_predicted = std::min(best_predicted, search.seconds);
+    // A plan completed greedily at the deadline counts its unmeasured parts as free: no bound.
+    if (!search.fallback) best_predicted = std::min(best_predicted, search.seconds);
     std::vector<Partition> partitions;
     for (const PlannedPartition& p : search.partitions) partitions.push_back(Partition{p.candidate.nodes, p.candidate.backend});
     phase("end-to-end" + label);
