@@ -19,12 +19,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 Result<std::vector<const Backend*>> chosen_backends(const std::vector<std::string>& names) {
   std::vector<const Backend*> out;
   if (names.empty()) {
@@ -73,38 +67,6 @@ class TransitionCosts {
 };
 
 }  // namespace
-
-Result<PlanTiming> time_partitions(const Graph& g, const std::vector<Partition>& partitions,
-                                   const std::vector<Tensor>& inputs, const MeasureOptions& options,
-                                   const std::vector<int>& owner, int num_owners) {
-  CompileOptions copts;
-  copts.threads = options.threads;
-  TESSERA_ASSIGN_OR_RETURN(GraphExecutor exec, GraphExecutor::create(g, partitions, copts));
-  BufferPool buffers;
-  ThreadPool pool(options.threads);
-  std::vector<std::vector<double>> step_times(exec.num_steps());
-  auto run = [&]() -> Status {
-    RunStats stats;
-    stats.profile = true;
-    TESSERA_ASSIGN_OR_RETURN(std::vector<Tensor> out, exec.run(inputs, {}, buffers, &pool, stats));
-    for (Tensor& t : out) buffers.detach(t);
-    for (int s = 0; s < exec.num_steps(); ++s) step_times[s].push_back(stats.step_seconds[s]);
-    return Status();
-  };
-  PlanTiming timing;
-  timing.total = time_repeatedly(run, options);
-  if (!timing.total.valid) return internal_error("running the plan: " + timing.total.reason);
-  timing.per_owner.assign(num_owners, 0.0);
-  timing.per_node.assign(g.num_nodes(), 0.0);
-  for (int s = 0; s < exec.num_steps(); ++s) {
-    std::vector<int> nodes = exec.step_nodes(s);
-    double t = median(step_times[s]);
-    int o = owner[nodes.front()];
-    if (o >= 0) timing.per_owner[o] += t;
-    for (int n : nodes) timing.per_node[n] = t / static_cast<double>(nodes.size());
-  }
-  return timing;
-}
 
 namespace {
 
@@ -234,7 +196,6 @@ void use_estimates(SearchOptions& so, const Graph& g, const std::vector<const Ba
   };
 }
 
-
 // The groups of each single-backend placement (`run --backend`) are candidates too: they fuse
 // deeper than the rules' depth cap, and with them the plan can do at least as well as the best
 // single backend. With per-node estimates, each placement is also made once more without the
@@ -308,82 +269,7 @@ double expected_placement_seconds(const Graph& g, const Backend& b,
   return sum;
 }
 
-// Owner index per node: which of `parts` holds it (-1: a reference node).
-std::vector<int> owners_of(const Graph& g, const std::vector<Partition>& parts) {
-  std::vector<int> owner(g.num_nodes(), -1);
-  for (size_t i = 0; i < parts.size(); ++i)
-    for (int n : parts[i].nodes) owner[n] = static_cast<int>(i);
-  return owner;
-}
-
-
 }  // namespace
-
-Refinement refine_placement(const Graph& g, const Backend& base, const std::vector<const Backend*>& backends,
-                            const std::map<const Backend*, std::vector<double>>& node_seconds,
-                            const std::vector<Tensor>& inputs, const MeasureOptions& measure,
-                            const OptimizeOptions& options, Clock::time_point deadline, const MoveMemory* memory) {
-  Refinement out;
-  auto placed = place_on_backend(g, base);
-  if (!placed.ok()) return out;
-  out.partitions = *placed;
-  auto mine_it = node_seconds.find(&base);
-  if (mine_it == node_seconds.end()) return out;
-  const std::vector<double>& mine = mine_it->second;
-  double total = 0;
-  for (double t : mine) total += std::isfinite(t) ? t : 0;
-  struct Move {
-    int node;
-    const Backend* to;
-    double saving;
-  };
-  std::vector<Move> moves;
-  for (int n = 0; n < g.num_nodes(); ++n) {
-    if (!std::isfinite(mine[n])) continue;
-    Move best{n, nullptr, options.refine_min_saving * total};
-    for (const Backend* o : backends) {
-      auto theirs = node_seconds.find(o);
-      if (o == &base || theirs == node_seconds.end() || !std::isfinite(theirs->second[n])) continue;
-      const std::string runtime = o->thread_runtime();
-      if (runtime != "tessera" && runtime != base.thread_runtime() && !options.mix_runtimes) continue;
-      if (mine[n] - theirs->second[n] > best.saving) best = {n, o, mine[n] - theirs->second[n]};
-    }
-    if (best.to) moves.push_back(best);
-  }
-  std::stable_sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) { return a.saving > b.saving; });
-  NodeSet moved(g.num_nodes());
-  std::vector<Move> kept;
-  // Each move is judged against the plan so far, the two timed in turns (a shared machine's drift
-  // then shifts both alike).
-  MeasureOptions paired = measure;
-  paired.min_runs = std::max(measure.min_runs, 7);
-  paired.min_total_seconds = std::max(measure.min_total_seconds, 0.15);
-  for (const Move& m : moves) {
-    if (out.tried >= options.refine_max_tries || Clock::now() >= deadline || (options.stop && options.stop())) break;
-    if (memory && memory->recall(m.node, *m.to) == false) continue;
-    moved.add(m.node);
-    auto carved = place_on_backend(g, base, &moved);
-    ++out.tried;
-    if (carved.ok()) {
-      std::vector<Partition> parts = *carved;
-      for (const Move& k : kept) parts.push_back(Partition{NodeSet::of(g.num_nodes(), {k.node}), k.to});
-      parts.push_back(Partition{NodeSet::of(g.num_nodes(), {m.node}), m.to});
-      std::vector<Cost> costs = time_in_turns(g, {out.partitions, parts}, inputs, paired);
-      const bool wins =
-          costs[0].valid && costs[1].valid && costs[1].seconds < costs[0].seconds * (1 - options.refine_min_gain);
-      if (memory) memory->remember(m.node, *m.to, wins);
-      if (wins) {
-        kept.push_back(m);
-        out.partitions = std::move(parts);
-        continue;
-      }
-    }
-    moved.remove(m.node);
-  }
-  out.improved = !kept.empty();
-  out.moves = static_cast<int>(kept.size());
-  return out;
-}
 
 Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& options) {
   const auto started = Clock::now();
@@ -633,108 +519,6 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
   }
   result.elapsed_seconds = std::chrono::duration<double>(Clock::now() - started).count();
   return result;
-}
-
-std::vector<Cost> time_in_turns(const Graph& g, const std::vector<Result<std::vector<Partition>>>& placements,
-                                const std::vector<Tensor>& inputs, const MeasureOptions& options) {
-  // Every placement is compiled first, then they take turns, a block of runs (about 50 ms) each
-  // per round, until each has its minimum runs and time: a machine that slows down or speeds up
-  // meanwhile (shared machines do, within seconds) then shifts them all alike instead of
-  // whichever ran at the time. A block of quick runs starts with an untimed one: the previous
-  // placement's thread runtime (OpenMP, pthreadpool) keeps spinning for a moment after its last
-  // run, which the first run after the switch would pay for.
-  struct Timed {
-    std::optional<GraphExecutor> exec;
-    BufferPool buffers;
-    std::vector<double> times;
-    double total = 0;
-    std::string error;
-  };
-  std::vector<std::unique_ptr<Timed>> timed;
-  for (const Result<std::vector<Partition>>& parts : placements) {
-    auto t = std::make_unique<Timed>();
-    if (!parts.ok()) {
-      t->error = parts.status().message();
-    } else {
-      CompileOptions copts;
-      copts.threads = options.threads;
-      auto exec = GraphExecutor::create(g, *parts, copts);
-      if (exec.ok()) t->exec.emplace(std::move(*exec));
-      else t->error = exec.status().message();
-    }
-    timed.push_back(std::move(t));
-  }
-  ThreadPool pool(options.threads);
-  auto run_once = [&](Timed& t) {
-    RunStats stats;
-    auto got = t.exec->run(inputs, {}, t.buffers, &pool, stats);
-    if (!got.ok()) {
-      t.error = "running the plan: " + got.status().message();
-      t.exec.reset();
-      return;
-    }
-    for (Tensor& out_tensor : *got) t.buffers.detach(out_tensor);
-  };
-  for (int i = 0; i < options.warmup_runs; ++i)
-    for (auto& t : timed)
-      if (t->exec) run_once(*t);
-  auto wants_more = [&](const Timed& t) {
-    const int n = static_cast<int>(t.times.size());
-    return t.exec && n < options.max_runs && (n < options.min_runs || t.total < options.min_total_seconds);
-  };
-  constexpr double kBlockSeconds = 0.05;
-  for (bool more = true; more;) {
-    more = false;
-    for (auto& t : timed) {
-      if (!wants_more(*t)) continue;
-      more = true;
-      if (t->times.empty() || t->times.back() < kBlockSeconds) run_once(*t);
-      for (double block = 0; t->exec && wants_more(*t) && block < kBlockSeconds;) {
-        auto t0 = Clock::now();
-        run_once(*t);
-        if (!t->exec) break;
-        const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-        t->times.push_back(seconds);
-        t->total += seconds;
-        block += seconds;
-      }
-    }
-  }
-  std::vector<Cost> out;
-  for (auto& t : timed) out.push_back(t->exec ? median_cost(t->times) : Cost::invalid(t->error));
-  return out;
-}
-
-std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, const std::map<std::string, Tensor>& given,
-                                             const MeasureOptions& options, uint64_t seed, bool with_ref,
-                                             const std::map<std::string, double>& known) {
-  std::vector<PlacementTiming> out;
-  std::vector<Tensor> inputs;
-  for (int v : g.inputs()) {
-    const Value& val = g.value(v);
-    if (auto it = given.find(val.name); it != given.end()) {
-      inputs.push_back(it->second);
-    } else if (val.type.is_static()) {
-      inputs.push_back(random_input_tensor(val.type.dtype, val.type.static_dims(), seed + inputs.size()));
-    } else {
-      out.push_back({"inputs", Cost::invalid("input '" + val.name + "' has dynamic dims: give its shape")});
-      return out;
-    }
-  }
-  std::vector<std::string> names;
-  std::vector<Result<std::vector<Partition>>> placements;
-  if (plan) names.push_back("plan"), placements.push_back(place_by_plan(g, *plan));
-  for (const Backend* b : all_backends()) {
-    if (b == &ref_backend()) {
-      if (with_ref) names.push_back("ref"), placements.push_back(std::vector<Partition>{});
-    } else if (b->available().ok() && !known.count(b->name())) {
-      names.push_back(b->name()), placements.push_back(place_on_backend(g, *b));
-    }
-  }
-  std::vector<Cost> costs = time_in_turns(g, placements, inputs, options);
-  for (size_t i = 0; i < names.size(); ++i) out.push_back({names[i], costs[i]});
-  for (const auto& [name, seconds] : known) out.push_back({name, Cost::of(seconds)});
-  return out;
 }
 
 }  // namespace tessera

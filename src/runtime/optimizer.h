@@ -172,6 +172,9 @@ struct PlanTiming {
   std::vector<double> per_owner;
   std::vector<double> per_node;  // each step's median time spread evenly over its nodes
 };
+// Per node, the index of the partition in `parts` that holds it (-1: a node left to ref): the
+// `owner` map time_partitions takes.
+std::vector<int> owners_of(const Graph& g, const std::vector<Partition>& parts);
 Result<PlanTiming> time_partitions(const Graph& g, const std::vector<Partition>& partitions,
                                    const std::vector<Tensor>& inputs, const MeasureOptions& options,
                                    const std::vector<int>& owner, int num_owners);
