@@ -316,6 +316,8 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
   MemoEstimator memo(cached);
   TransitionCosts transitions(measuring, db.get(), options.threads);
 
+  TransitionFn charged_transition;  // unset: transitions are free
+  if (options.transitions) charged_transition = std::ref(transitions);
   auto variants = search_variants(backends, options.mix_runtimes);
   std::vector<SearchResult> searches;
   double best = -1;  // measured end to end
@@ -344,7 +346,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     so.progress = [&](const SearchProgress& p) {
       if (options.progress) options.progress((p.merging ? "merge" : "search") + label, p);
     };
-    if (options.transitions) so.transition = std::ref(transitions);
+    so.transition = charged_transition;
     // A later set is searched only for plans predicted cheaper than the earlier sets' best.
     so.upper_bound = best_predicted;
     TESSERA_ASSIGN_OR_RETURN(SearchResult search, search_plan(g, candidates, memo, so));
@@ -413,9 +415,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
           fastest_placement_variant = static_cast<int>(result.variants.size());
         }
         if (best < 0 || pv.measured_seconds < best) {
-          TransitionFn transition;
-          if (options.transitions) transition = std::ref(transitions);
-          search = placement_search_result(g, *placed, *timing, transition, "placement");
+          search = placement_search_result(g, *placed, *timing, charged_transition, "placement");
           best = pv.measured_seconds;
           result.chosen_variant = static_cast<int>(result.variants.size());
         }
@@ -464,9 +464,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
       // Its moves beat the placement in paired timings; against a searched plan, the end-to-end times decide.
       const bool placement_chosen = result.chosen_variant == fastest_placement_variant;
       if (best < 0 || placement_chosen || pv.measured_seconds < best) {
-        TransitionFn transition;
-        if (options.transitions) transition = std::ref(transitions);
-        search = placement_search_result(g, refined.partitions, *timing, transition, "refined placement");
+        search = placement_search_result(g, refined.partitions, *timing, charged_transition, "refined placement");
         best = pv.measured_seconds;
         result.chosen_variant = static_cast<int>(result.variants.size());
       }
