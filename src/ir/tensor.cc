@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <limits>
 #include <type_traits>
@@ -11,6 +12,7 @@
 namespace tessera {
 
 namespace {
+constexpr size_t kHugePageBytes = size_t{2} << 20;
 size_t physical_memory_bytes() {
   static const size_t bytes = [] {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -34,8 +36,13 @@ std::shared_ptr<Storage> Storage::allocate_bytes_uninitialized(size_t nbytes) {
   auto s = std::shared_ptr<Storage>(new Storage());
   size_t rounded = (nbytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
   if (rounded == 0) rounded = kTensorAlignment;
-  s->data_ = std::aligned_alloc(kTensorAlignment, rounded);
+  // Large buffers (weights, mostly) start on a 2 MiB boundary and ask for transparent huge pages:
+  // kernels stream them, and with 4 KiB pages every page is a TLB miss.
+  const bool huge = rounded >= kHugePageBytes * 2;
+  s->data_ = std::aligned_alloc(huge ? kHugePageBytes : kTensorAlignment,
+                                huge ? (rounded + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes : rounded);
   if (s->data_ == nullptr) throw std::bad_alloc();
+  if (huge && std::getenv("TESSERA_NO_HUGE") == nullptr) ::madvise(s->data_, rounded, MADV_HUGEPAGE);
   s->capacity_ = rounded;
   return s;
 }

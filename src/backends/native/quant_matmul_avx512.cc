@@ -456,8 +456,63 @@ void column_tile(const Problem& p, const uint8_t*, int64_t t0, int64_t j0) {
   }
 }
 
+// Decode (one activation row) over one panel's piece of a segment (run_column_tiles sets
+// [g_begin, g_end) to it): the piece's blocks lie one after another in pairs (the quants of blocks
+// 2g and 2g + 1, then their scales; 64-byte aligned in a model's tensors), so this walks them with one pointer. Four
+// independent vpdpbusd chains per pair (each block's operands 0-3 and 4-7 apart); Q4_0C's high
+// nibbles are taken in place (w & 0xF0, so 16 x q) and the chain shifted right by 4 at the end
+// (exact: every product is a multiple of 16), one instruction fewer per load than shift-and-mask.
+// No software prefetch: the hardware prefetchers keep more lines in flight than prefetcht0 (which
+// holds an L1 miss buffer per line); with it, 22 layers of TinyLlama shapes streamed 7% slower
+// for Q4_0C and up to 15% for Q8_0C.
+// Anything else (an odd piece, several rows) runs column_tile<T, 1, 1>.
+template <QType T>
+void column_decode(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
+  constexpr bool kQ4 = T == QType::kQ4_0C;
+  constexpr int64_t kQuantBytes = kPanelQuantBytes<T>;
+  constexpr int64_t kPairBytes = 2 * (kQuantBytes + int64_t{sizeof(quant::PanelScales)});
+  static_assert(kPairBytes % 64 == 0);
+  if (p.rows != 1 || p.g_end <= 0 || (p.g_end - p.g_begin) % 2 != 0) return column_tile<T, 1, 1>(p, w0, t0, j0);
+  const int64_t blocks = p.k / quant::kQK4_0, panels = p.n / quant::kPanelRows;
+  const uint8_t* w =
+      p.w + quant::panel_block_offsets(j0 / quant::kPanelRows, p.g_begin, panels, blocks, kQuantBytes).quants;
+  const auto* starts = reinterpret_cast<const int32_t*>(p.xr);
+  const __m512i low_nibbles = _mm512_set1_epi8(0x0F), high_nibbles = _mm512_set1_epi8(static_cast<char>(0xF0));
+  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (int64_t b = p.g_begin; b < p.g_end; b += 2, w += kPairBytes) {
+    const __m512i scales = _mm512_loadu_si512(w + 2 * kQuantBytes);
+    QMM_UNROLL for (int i = 0; i < 2; ++i) {
+      const uint8_t* quants = w + i * kQuantBytes;
+      const int8_t* a = p.xq + (b + i) * quant::kQK4_0;
+      __m512i lo = _mm512_set1_epi32(starts[b + i]), hi = _mm512_setzero_si512();
+      QMM_UNROLL for (int m = 0; m < 4; ++m) {
+        int32_t a_lo, a_hi;  // activations 4m..4m+3 and 16 + 4m..16 + 4m + 3
+        std::memcpy(&a_lo, a + 4 * m, 4);
+        std::memcpy(&a_hi, a + 16 + 4 * m, 4);
+        if constexpr (kQ4) {
+          const __m512i q = _mm512_loadu_si512(quants + 64 * m);
+          lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(q, low_nibbles), _mm512_set1_epi32(a_lo));
+          hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(q, high_nibbles), _mm512_set1_epi32(a_hi));
+        } else {
+          lo = _mm512_dpbusd_epi32(lo, _mm512_loadu_si512(quants + 64 * m), _mm512_set1_epi32(a_lo));
+          hi = _mm512_dpbusd_epi32(hi, _mm512_loadu_si512(quants + 64 * (m + 4)), _mm512_set1_epi32(a_hi));
+        }
+      }
+      const __m512i dot = _mm512_add_epi32(lo, kQ4 ? _mm512_srai_epi32(hi, 4) : hi);
+      const __m512 ws = _mm512_cvtph_ps(i == 0 ? _mm512_castsi512_si256(scales) : _mm512_extracti64x4_epi64(scales, 1));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(_mm512_set1_ps(p.xd[b + i]), ws), acc[i]);
+    }
+  }
+  __m512 s = _mm512_add_ps(acc[0], acc[1]);
+  float* y = p.y + j0;
+  if (p.accumulate) return _mm512_storeu_ps(y, _mm512_add_ps(s, _mm512_loadu_ps(y)));
+  if (p.bias) s = _mm512_add_ps(s, _mm512_loadu_ps(p.bias + j0));
+  if (p.residual) s = _mm512_add_ps(s, _mm512_loadu_ps(p.residual + j0));
+  _mm512_storeu_ps(y, s);
+}
+
 #define QMM_COLUMN_TILES(T)                                                                        \
-  {{&column_tile<T, 1, 1>, &column_tile<T, 1, 2>}, {&column_tile<T, 2, 1>, &column_tile<T, 2, 2>}, \
+  {{&column_decode<T>, &column_tile<T, 1, 2>}, {&column_tile<T, 2, 1>, &column_tile<T, 2, 2>}, \
    {&column_tile<T, 3, 1>, &column_tile<T, 3, 2>}, {&column_tile<T, 4, 1>, &column_tile<T, 4, 2>}}
 constexpr TileFn kQ4CTiles[kR][2] = QMM_COLUMN_TILES(QType::kQ4_0C);
 constexpr TileFn kQ8CTiles[kR][2] = QMM_COLUMN_TILES(QType::kQ8_0C);
