@@ -24,8 +24,9 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return num_threads_; }
-  // Calls fn(begin, end) on disjoint chunks covering [0, n), a few per thread, taken in turn by
-  // whichever thread is free. Chunks hold at least `grain` items.
+  // Calls fn(begin, end) on disjoint chunks covering [0, n), taken in turn by whichever thread is
+  // free, each a share of what is left (guided scheduling: the first ones large, the last ones
+  // `grain` items), so the threads finish within one small chunk of each other.
   // Runs inline when n is small or the pool has one thread. Not reentrant: a kernel running on
   // the pool must not call parallel_for again (nested calls run inline).
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
@@ -33,7 +34,7 @@ class ThreadPool {
  private:
   void worker_loop();
   // Takes chunks of the current job until none is left.
-  void run_chunks(const std::function<void(int64_t, int64_t)>& fn, int64_t n, int64_t chunk);
+  void run_chunks(const std::function<void(int64_t, int64_t)>& fn, int64_t n, int64_t grain);
 
   int num_threads_;
   std::vector<std::thread> workers_;
@@ -45,12 +46,12 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
   // The caller's line (the job and its generation: one transfer to a spinning worker), then one
-  // line each for what workers write (pending_) and what everyone writes (next_chunk_).
+  // line each for what workers write (pending_) and what everyone writes (next_item_).
   alignas(64) std::atomic<int64_t> generation_{0};
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
-  int64_t job_n_ = 0, job_chunk_ = 0;
+  int64_t job_n_ = 0, job_grain_ = 0;
   alignas(64) std::atomic<int> pending_{0};         // workers not yet done with the current job
-  alignas(64) std::atomic<int64_t> next_chunk_{0};  // the next chunk of the current job to take
+  alignas(64) std::atomic<int64_t> next_item_{0};  // the first item of the current job not yet taken
   alignas(64) std::atomic<int> sleeping_workers_{0};
   std::atomic<bool> caller_sleeping_{false};
   std::atomic<bool> stop_{false};
