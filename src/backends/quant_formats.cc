@@ -143,16 +143,17 @@ template <class Block, class Quants, class Put>
 void repack_to_panels(void* matrix, int64_t rows, int64_t k, Put put) {
   TESSERA_CHECK(rows % kPanelRows == 0 && k % 32 == 0, "panels hold 16 whole rows of 32-blocks");
   const int64_t blocks = k / 32, panels = rows / kPanelRows;
-  // Panels are not contiguous (segments of every panel follow each other): the rows are read from
-  // a copy of the whole matrix.
-  const std::vector<Block> rows_aside(static_cast<const Block*>(matrix), static_cast<const Block*>(matrix) + rows * blocks);
+  // A panel takes the bytes its 16 rows had: they are read from a copy of the panel.
+  std::vector<Block> panel_rows(kPanelRows * blocks);
   auto* out = static_cast<uint8_t*>(matrix);
   for (int64_t p = 0; p < panels; ++p) {
+    const auto* rows_in = static_cast<const Block*>(matrix) + p * kPanelRows * blocks;
+    std::copy(rows_in, rows_in + kPanelRows * blocks, panel_rows.begin());
     for (int64_t b = 0; b < blocks; ++b) {
-      const PanelBlockOffsets at = panel_block_offsets(p, b, panels, blocks, sizeof(Quants));
+      const PanelBlockOffsets at = panel_block_offsets(p, b, blocks, sizeof(Quants));
       auto& quants = *reinterpret_cast<Quants*>(out + at.quants);
       auto& scales = *reinterpret_cast<PanelScales*>(out + at.scales);
-      for (int i = 0; i < kPanelRows; ++i) put(quants, scales, i, rows_aside[(p * kPanelRows + i) * blocks + b]);
+      for (int i = 0; i < kPanelRows; ++i) put(quants, scales, i, panel_rows[i * blocks + b]);
     }
   }
 }
@@ -180,10 +181,11 @@ namespace {
 template <class Quants>
 const Quants& panel_block(const void* matrix, int64_t rows, int64_t k, int64_t row, int64_t b, uint16_t& d,
                           int64_t& lane) {
-  const int64_t blocks = k / kQK4_0, panels = rows / kPanelRows;
+  (void)rows;
+  const int64_t blocks = k / kQK4_0;
   lane = row % kPanelRows;
   const auto* base = static_cast<const uint8_t*>(matrix);
-  const PanelBlockOffsets at = panel_block_offsets(row / kPanelRows, b, panels, blocks, sizeof(Quants));
+  const PanelBlockOffsets at = panel_block_offsets(row / kPanelRows, b, blocks, sizeof(Quants));
   d = (*reinterpret_cast<const PanelScales*>(base + at.scales))[lane];
   return *reinterpret_cast<const Quants*>(base + at.quants);
 }

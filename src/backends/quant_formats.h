@@ -94,18 +94,15 @@ BlockQ8_0 q8_0r_block(const void* row, int64_t b);
 // m, lane i: row i's qs[4m..4m+3]), and the 16 rows' fp16 scales. The AVX-512 kernel multiplies
 // such a load with four activation bytes broadcast to every lane: one instruction, 16 output
 // features, and no per-row shuffles. Where the bytes go (panel_block_offsets):
-//  - k is cut into segments of kPanelSegmentBlocks blocks (the last one may be shorter), and the
-//    matrix stores segment after segment, each holding its piece of every panel, panel after panel.
-//    Decode (one activation row) walks the pieces of one segment across its panels, so the
-//    segment's activations (2 KiB) stay in L1 while the weights stream past; with whole panels
-//    in a row, the ~50 KiB of a k = 5632 panel between two uses of an activation evicted it (16%
-//    slower).
-//  - Inside a piece, blocks go in pairs: the quants of blocks 2g and 2g + 1, then their scales (an
+//  - Panel after panel, each in the bytes its 16 rows had. Decode (one activation row) reads a
+//    panel's blocks in order, so each thread streams one contiguous range per chunk of panels.
+//    (An earlier layout cut k into 64-block segments, each holding its piece of every panel, so
+//    that a segment's activations stayed in L1: it read up to three streams per chunk, and with
+//    the decode kernel of today measured 2-9% slower at k = 5632.)
+//  - Inside a panel, blocks go in pairs: the quants of blocks 2g and 2g + 1, then their scales (an
 //    odd last block stands alone), so that with k a multiple of 64 every quant load is 64-byte
 //    aligned (a load that straddles two cache lines slowed the decode by about 10%).
-// A row is not contiguous: read rows with dequantize_weight_row or q4_0c_block.
 constexpr int kPanelRows = 16;
-constexpr int64_t kPanelSegmentBlocks = 64;  // even: the pairs of a piece stay aligned
 struct PanelQuantsQ4_0 {
   uint8_t qs[4][kPanelRows][4];  // qs[m][i] = row i's qs[4m..4m+3]
 };
@@ -118,20 +115,17 @@ using PanelScales = uint16_t[kPanelRows];
 static_assert(sizeof(PanelQuantsQ4_0) + sizeof(PanelScales) == kPanelRows * sizeof(BlockQ4_0));
 static_assert(sizeof(PanelQuantsQ8_0) + sizeof(PanelScales) == kPanelRows * sizeof(BlockQ8_0));
 // Where block b of panel `panel` keeps its quants and scales (bytes from the matrix's start), in
-// a matrix of `panels` panels of `blocks` blocks whose quants take quant_bytes per block; and
-// panel_stride, the distance to the same block of the next panel.
+// a matrix of `blocks` blocks per row whose quants take quant_bytes per block; and panel_stride,
+// the distance to the same block of the next panel.
 struct PanelBlockOffsets {
   int64_t quants, scales, panel_stride;
 };
-inline PanelBlockOffsets panel_block_offsets(int64_t panel, int64_t b, int64_t panels, int64_t blocks,
-                                             int64_t quant_bytes) {
+inline PanelBlockOffsets panel_block_offsets(int64_t panel, int64_t b, int64_t blocks, int64_t quant_bytes) {
   const int64_t block_bytes = quant_bytes + int64_t{sizeof(PanelScales)};
-  const int64_t segment = b / kPanelSegmentBlocks * kPanelSegmentBlocks;
-  const int64_t piece_blocks = blocks - segment < kPanelSegmentBlocks ? blocks - segment : kPanelSegmentBlocks;
-  const int64_t stride = piece_blocks * block_bytes;
-  const int64_t in_piece = b - segment, pair = in_piece / 2, in_pair = in_piece % 2;
-  const int64_t pair_blocks = piece_blocks - 2 * pair >= 2 ? 2 : 1;
-  const int64_t start = segment * block_bytes * panels + panel * stride + pair * 2 * block_bytes;
+  const int64_t stride = blocks * block_bytes;
+  const int64_t pair = b / 2, in_pair = b % 2;
+  const int64_t pair_blocks = blocks - 2 * pair >= 2 ? 2 : 1;
+  const int64_t start = panel * stride + pair * 2 * block_bytes;
   return {start + in_pair * quant_bytes,
           start + pair_blocks * quant_bytes + in_pair * int64_t{sizeof(PanelScales)}, stride};
 }

@@ -148,7 +148,7 @@ TEST_P(QuantMatmulTest, MatchesReferenceOnEveryIsa) {
   std::vector<int64_t> ks = {32, 96, 256, 4096};
   if (kq) ks = {256, 512, 4096};
   if (type == QType::kQ4_0R || type == QType::kQ8_0R) ks = {128, 384, 4096};  // whole groups of four blocks
-  // Panel types: k of several 64-block segments, the last one shorter and odd.
+  // Panel types: a long k with an odd number of blocks (the decode kernel's fallback).
   if (quant::is_panel_type(type)) ks.push_back(32 * 131);
   if (type == QType::kF32 || type == QType::kF16 || type == QType::kBF16) ks.push_back(19);
   ThreadPool pool2(2);

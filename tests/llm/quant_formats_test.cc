@@ -382,10 +382,9 @@ TEST(QuantFormatsRegrouped, PanelTypesHoldTheSameRowsAsTheirRowTypes) {
         dequantize_weight_row(row_type, plain.data(), rows, r, k, got.data());
         EXPECT_EQ(std::vector<float>(want.begin() + r * k, want.begin() + (r + 1) * k), got) << r;
       }
-      // Where the bytes sit, written out by hand (offsets from the matrix's start): segments of 64
-      // blocks, each with its piece of every panel in turn; in a piece, blocks in pairs, the pair's
-      // quants (QS bytes per block) and then its scales (32 bytes per block), an odd last block
-      // alone.
+      // Where the bytes sit, written out by hand (offsets from the matrix's start): panel after
+      // panel, each in its 16 rows' bytes; in a panel, blocks in pairs, the pair's quants (QS bytes
+      // per block) and then its scales (32 bytes per block), an odd last block alone.
       const int64_t qs_bytes = q4 ? 256 : 512, bb16 = qs_bytes + 32;
       auto expect_at = [&](int64_t row, int64_t b, int64_t quants, int64_t scales) {
         SCOPED_TRACE("row " + std::to_string(row) + ", block " + std::to_string(b));
@@ -398,26 +397,23 @@ TEST(QuantFormatsRegrouped, PanelTypesHoldTheSameRowsAsTheirRowTypes) {
           EXPECT_EQ(got4[e], q4 ? orig[2 + 8 + e] : static_cast<uint8_t>(orig[2 + 8 + e] + 128));
         }
       };
-      if (blocks <= 64) {  // one segment: panel after panel, each 16 rows' bytes
-        const int64_t panel_bytes = 16 * rb;
-        if (rows >= 32 && blocks >= 2) expect_at(21, 1, panel_bytes + qs_bytes, panel_bytes + 2 * qs_bytes + 32);
-        if (blocks >= 3) {
-          const int64_t last = (rows / 16 - 1) * panel_bytes;
-          expect_at(rows - 1, 2, last + 2 * bb16, last + 2 * bb16 + (blocks >= 4 ? 2 : 1) * qs_bytes);
-        }
-      } else {  // k = 2144, 32 rows: segment 0 holds 64 blocks of both panels, segment 1 three
-        ASSERT_EQ(blocks, 67);
+      const int64_t panel_bytes = 16 * rb;
+      if (rows >= 32 && blocks >= 2) expect_at(21, 1, panel_bytes + qs_bytes, panel_bytes + 2 * qs_bytes + 32);
+      if (blocks >= 3) {
+        const int64_t last = (rows / 16 - 1) * panel_bytes;
+        expect_at(rows - 1, 2, last + 2 * bb16, last + 2 * bb16 + (blocks >= 4 ? 2 : 1) * qs_bytes);
+      }
+      if (blocks == 67) {  // k = 2144, 32 rows: 33 pairs and an odd last block per panel
         ASSERT_EQ(rows, 32);
-        expect_at(3, 64, 128 * bb16, 128 * bb16 + 2 * qs_bytes);               // panel 0, pair 0
-        expect_at(21, 65, 131 * bb16 + qs_bytes, 131 * bb16 + 2 * qs_bytes + 32);  // panel 1, pair 0
-        expect_at(31, 66, 133 * bb16, 133 * bb16 + qs_bytes);                   // panel 1, odd last
-        expect_at(21, 1, 64 * bb16 + qs_bytes, 64 * bb16 + 2 * qs_bytes + 32);    // panel 1, segment 0
+        expect_at(3, 64, 64 * bb16, 64 * bb16 + 2 * qs_bytes);                                // panel 0, pair 32
+        expect_at(21, 65, panel_bytes + 64 * bb16 + qs_bytes, panel_bytes + 64 * bb16 + 2 * qs_bytes + 32);
+        expect_at(31, 66, panel_bytes + 66 * bb16, panel_bytes + 66 * bb16 + qs_bytes);       // panel 1, odd last
       }
       // With k a multiple of 64 every block's quants start on a 64-byte line.
       if (k % 64 == 0) {
         for (int64_t panel = 0; panel < rows / 16; ++panel) {
           for (int64_t b = 0; b < blocks; ++b) {
-            EXPECT_EQ(0, panel_block_offsets(panel, b, rows / 16, blocks, qs_bytes).quants % 64) << panel << "," << b;
+            EXPECT_EQ(0, panel_block_offsets(panel, b, blocks, qs_bytes).quants % 64) << panel << "," << b;
           }
         }
       }

@@ -227,7 +227,7 @@ template <QType T, int R, int P>
 void column_tile(const Problem& p, const uint8_t*, int64_t t0, int64_t j0) {
   constexpr bool kQ4 = T == QType::kQ4_0C;
   constexpr int64_t kQuantBytes = kPanelQuantBytes<T>;
-  const int64_t blocks = p.k / quant::kQK4_0, panels = p.n / quant::kPanelRows, panel0 = j0 / quant::kPanelRows;
+  const int64_t blocks = p.k / quant::kQK4_0, panel0 = j0 / quant::kPanelRows;
   const int64_t b_begin = p.g_end > 0 ? p.g_begin : 0, b_end = p.g_end > 0 ? p.g_end : blocks;
   const __m256i ones16 = _mm256_set1_epi16(1);
   [[maybe_unused]] const __m256i nibble = _mm256_set1_epi8(0x0F);
@@ -245,10 +245,10 @@ void column_tile(const Problem& p, const uint8_t*, int64_t t0, int64_t j0) {
     if constexpr (kQ4) starts[r] = reinterpret_cast<const int32_t*>(p.xr + (t0 + r) * p.ldxr);
   }
   for (int64_t b = b_begin; b < b_end; ++b) {
-    const quant::PanelBlockOffsets at = quant::panel_block_offsets(panel0, b, panels, blocks, kQuantBytes);
+    const quant::PanelBlockOffsets at = quant::panel_block_offsets(panel0, b, blocks, kQuantBytes);
     constexpr int kLines = kQuantBytes / 64 + 1;  // the block's quant lines and its scales' line
     if (p.rows == 1) {
-      // Decode walks a segment's pieces of its panels in order: one stream, fetched ahead.
+      // Decode walks a panel's blocks in order: one stream, fetched ahead.
       QMM_UNROLL for (int line = 0; line < kLines; ++line) {
         _mm_prefetch(reinterpret_cast<const char*>(p.w + at.quants + kSequentialAhead + 64 * line), _MM_HINT_T0);
       }

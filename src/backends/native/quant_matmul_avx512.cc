@@ -366,7 +366,7 @@ void column_starts(const Problem& p, int64_t r0, int64_t r1, uint8_t* xr, int64_
 template <QType T, int R, int P>
 void column_tile(const Problem& p, const uint8_t*, int64_t t0, int64_t j0) {
   constexpr int64_t kQuantBytes = kPanelQuantBytes<T>;
-  const int64_t blocks = p.k / quant::kQK4_0, panels = p.n / quant::kPanelRows, panel0 = j0 / quant::kPanelRows;
+  const int64_t blocks = p.k / quant::kQK4_0, panel0 = j0 / quant::kPanelRows;
   const int64_t b_begin = p.g_end > 0 ? p.g_begin : 0, b_end = p.g_end > 0 ? p.g_end : blocks;
   [[maybe_unused]] const __m512i nibble = _mm512_set1_epi8(0x0F);
   __m512 acc[R][P];
@@ -382,7 +382,7 @@ void column_tile(const Problem& p, const uint8_t*, int64_t t0, int64_t j0) {
     starts[r] = reinterpret_cast<const int32_t*>(p.xr + (t0 + r) * p.ldxr);
   }
   for (int64_t b = b_begin; b < b_end; ++b) {
-    const quant::PanelBlockOffsets at = quant::panel_block_offsets(panel0, b, panels, blocks, kQuantBytes);
+    const quant::PanelBlockOffsets at = quant::panel_block_offsets(panel0, b, blocks, kQuantBytes);
     const uint8_t* quants[P];
     const uint8_t* scales[P];
     QMM_UNROLL for (int q = 0; q < P; ++q) {
@@ -392,8 +392,8 @@ void column_tile(const Problem& p, const uint8_t*, int64_t t0, int64_t j0) {
     // The block's quant lines and (every line count rounds up) its share of the scales' line.
     constexpr int kLines = kQuantBytes / 64 + 1;
     if (p.rows == 1) {
-      // Decode walks a segment's pieces of its panels in order: one stream per thread, fetched a
-      // fixed distance ahead.
+      // One row (an odd number of blocks: column_decode's fallback) walks the panel's blocks in
+      // order: one stream per thread, fetched a fixed distance ahead.
       QMM_UNROLL for (int line = 0; line < kLines; ++line) {
         _mm_prefetch(reinterpret_cast<const char*>(quants[0] + kSequentialAhead + 64 * line), _MM_HINT_T0);
       }
@@ -456,26 +456,26 @@ void column_tile(const Problem& p, const uint8_t*, int64_t t0, int64_t j0) {
   }
 }
 
-// Decode (one activation row) over one panel's piece of a segment (run_column_tiles sets
-// [g_begin, g_end) to it): the piece's blocks lie one after another in pairs (the quants of blocks
-// 2g and 2g + 1, then their scales; 64-byte aligned in a model's tensors), so this walks them with one pointer. Four
+// Decode (one activation row) over one panel (run_column_tiles sets [g_begin, g_end) to all of
+// k): the panel's blocks lie one after another in pairs (the quants of blocks 2g and 2g + 1, then
+// their scales; 64-byte aligned in a model's tensors), so this walks them with one pointer. Four
 // independent vpdpbusd chains per pair (each block's operands 0-3 and 4-7 apart); Q4_0C's high
 // nibbles are taken in place (w & 0xF0, so 16 x q) and the chain shifted right by 4 at the end
 // (exact: every product is a multiple of 16), one instruction fewer per load than shift-and-mask.
 // No software prefetch: the hardware prefetchers keep more lines in flight than prefetcht0 (which
 // holds an L1 miss buffer per line); with it, 22 layers of TinyLlama shapes streamed 7% slower
 // for Q4_0C and up to 15% for Q8_0C.
-// Anything else (an odd piece, several rows) runs column_tile<T, 1, 1>.
+// Anything else (an odd number of blocks, several rows) runs column_tile<T, 1, 1>.
 template <QType T>
 void column_decode(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
   constexpr bool kQ4 = T == QType::kQ4_0C;
   constexpr int64_t kQuantBytes = kPanelQuantBytes<T>;
   constexpr int64_t kPairBytes = 2 * (kQuantBytes + int64_t{sizeof(quant::PanelScales)});
   static_assert(kPairBytes % 64 == 0);
-  if (p.rows != 1 || p.g_end <= 0 || (p.g_end - p.g_begin) % 2 != 0) return column_tile<T, 1, 1>(p, w0, t0, j0);
-  const int64_t blocks = p.k / quant::kQK4_0, panels = p.n / quant::kPanelRows;
+  if (p.rows != 1 || p.g_end <= 0 || p.g_begin % 2 != 0 || p.g_end % 2 != 0) return column_tile<T, 1, 1>(p, w0, t0, j0);
+  const int64_t blocks = p.k / quant::kQK4_0;
   const uint8_t* w =
-      p.w + quant::panel_block_offsets(j0 / quant::kPanelRows, p.g_begin, panels, blocks, kQuantBytes).quants;
+      p.w + quant::panel_block_offsets(j0 / quant::kPanelRows, p.g_begin, blocks, kQuantBytes).quants;
   const auto* starts = reinterpret_cast<const int32_t*>(p.xr);
   const __m512i low_nibbles = _mm512_set1_epi8(0x0F), high_nibbles = _mm512_set1_epi8(static_cast<char>(0xF0));
   __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};

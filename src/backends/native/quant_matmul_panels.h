@@ -82,23 +82,20 @@ void run_unpacked_to_q8_0(const Problem& p, const TileFn (&q8_tiles)[R][J], int6
 }
 
 // Q4_0C / Q8_0C (whole 16-row panels): output features [j0, j1). Decode (one row) walks the
-// segments of k, each across the panels one after another (the order they are stored in: see
-// quant::panel_block_offsets), adding to y after the first; several rows run tiles of up to P
-// panels x R rows, all rows against one group of panels before the next, so it stays in L2.
+// panels one after another, each over all of k (the order they are stored in: see
+// quant::panel_block_offsets); several rows run tiles of up to P panels x R rows, all rows against
+// one group of panels before the next, so it stays in L2.
 // tiles[r - 1][q - 1] covers r rows x q panels (the TileFn's weight pointer is unused: the panel
 // layout places every block).
 template <Isa I, int R, int P>
 void run_column_tiles(const Problem& p, const TileFn (&tiles)[R][P], int64_t j0, int64_t j1) {
   constexpr int64_t kRows = quant::kPanelRows;
   if (p.rows == 1) {
-    const int64_t blocks = p.k / quant::kQK4_0;
-    Problem segment = p;
-    for (int64_t b = 0; b < blocks; b += quant::kPanelSegmentBlocks) {
-      segment.g_begin = b;
-      segment.g_end = std::min(blocks, b + quant::kPanelSegmentBlocks);
-      segment.accumulate = b > 0;
-      for (int64_t j = j0; j < j1; j += kRows) tiles[0][0](segment, nullptr, 0, j);
-    }
+    Problem whole = p;
+    whole.g_begin = 0;
+    whole.g_end = p.k / quant::kQK4_0;
+    whole.accumulate = false;
+    for (int64_t j = j0; j < j1; j += kRows) tiles[0][0](whole, nullptr, 0, j);
     return;
   }
   for (int64_t j = j0; j < j1;) {
