@@ -42,7 +42,8 @@ std::shared_ptr<Storage> Storage::allocate_bytes_uninitialized(size_t nbytes) {
   s->data_ = std::aligned_alloc(huge ? kHugePageBytes : kTensorAlignment,
                                 huge ? (rounded + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes : rounded);
   if (s->data_ == nullptr) throw std::bad_alloc();
-  if (huge && std::getenv("TESSERA_NO_HUGE_PAGES") == nullptr) ::madvise(s->data_, rounded, MADV_HUGEPAGE);
+  static const bool huge_pages = std::getenv("TESSERA_NO_HUGE_PAGES") == nullptr;
+  if (huge && huge_pages) ::madvise(s->data_, rounded, MADV_HUGEPAGE);
   s->capacity_ = rounded;
   return s;
 }
