@@ -24,17 +24,18 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return num_threads_; }
-  // Calls fn(begin, end) on disjoint chunks covering [0, n), taken in turn by whichever thread is
-  // free, each a share of what is left (guided scheduling: the first ones large, the last ones
-  // `grain` items), so the threads finish within one small chunk of each other.
+  // Calls fn(begin, end) on disjoint chunks covering [0, n): each thread walks its own contiguous
+  // share front to back, and one that is done steals the back half of another's rest (at least
+  // `grain` items), so the threads finish within about a grain of each other.
   // Runs inline when n is small or the pool has one thread. Not reentrant: a kernel running on
   // the pool must not call parallel_for again (nested calls run inline).
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
-  void worker_loop();
-  // Takes chunks of the current job until none is left.
-  void run_chunks(const std::function<void(int64_t, int64_t)>& fn, int64_t n, int64_t grain);
+  void worker_loop(int index);
+  // Thread `index`'s part of the current job: its own range front to back, then pieces stolen
+  // from the back of the others'.
+  void run_ranges(int index);
 
   int num_threads_;
   std::vector<std::thread> workers_;
@@ -46,12 +47,17 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
   // The caller's line (the job and its generation: one transfer to a spinning worker), then one
-  // line each for what workers write (pending_) and what everyone writes (next_item_).
+  // line for what workers write (pending_), and one per thread's range.
   alignas(64) std::atomic<int64_t> generation_{0};
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
-  int64_t job_n_ = 0, job_grain_ = 0;
+  int64_t job_grain_ = 0, job_n_ = 0;
   alignas(64) std::atomic<int> pending_{0};         // workers not yet done with the current job
-  alignas(64) std::atomic<int64_t> next_item_{0};  // the first item of the current job not yet taken
+  // Thread t's items not yet taken, [begin, end) packed as begin << 32 | end: the owner takes from
+  // the front, a thread with nothing left steals the back half.
+  struct alignas(64) Range {
+    std::atomic<uint64_t> bounds{0};
+  };
+  std::vector<Range> ranges_;
   alignas(64) std::atomic<int> sleeping_workers_{0};
   std::atomic<bool> caller_sleeping_{false};
   std::atomic<bool> stop_{false};

@@ -1,7 +1,7 @@
 // ThreadPool::parallel_for: every index exactly once, across many jobs back to back and after the
 // workers have gone to sleep (the hand-off between spinning and sleeping is where wake-ups get lost:
-// a lost one shows up as a hang, which CTest's timeout turns into a failure), nested and
-// concurrent calls.
+// a lost one shows up as a hang, which CTest's timeout turns into a failure), stealing from a
+// thread that is held up, nested and concurrent calls.
 #include "ir/parallel.h"
 
 #include <gtest/gtest.h>
@@ -71,6 +71,33 @@ TEST(ThreadPool, WorkIsSharedAcrossThreads) {
     });
   }
   EXPECT_TRUE(seen_other.load());
+}
+
+// A thread held up inside a chunk does not hold up the rest of its share: the others steal it.
+// The worker's first chunk waits until every other item is done (or 10 s pass: a failure).
+TEST(ThreadPool, OthersStealTheShareOfAThreadThatIsHeldUp) {
+  ThreadPool pool(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int job = 0; job < 20; ++job) {
+    constexpr int64_t kN = 64;
+    std::atomic<int64_t> done{0};
+    std::atomic<bool> held{false}, timed_out{false};
+    pool.parallel_for(kN, 1, [&](int64_t b, int64_t e) {
+      if (std::this_thread::get_id() != caller && !held.exchange(true)) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (done.load() < kN - (e - b)) {
+          if (std::chrono::steady_clock::now() > deadline) {
+            timed_out = true;
+            break;
+          }
+          std::this_thread::yield();
+        }
+      }
+      done += e - b;
+    });
+    EXPECT_EQ(done.load(), kN);
+    ASSERT_FALSE(timed_out.load());
+  }
 }
 
 TEST(ThreadPool, NestedAndConcurrentCallsRunInline) {

@@ -285,8 +285,8 @@ void quant_matmul_for_isa(Isa isa, const QuantWeight& w, const float* x, int64_t
   }
 
   // Output features in units of 4 (every ISA's tile width divides into them; panel types: two
-  // panels); a chunk gets at least ~64k multiply-adds (the pool's last chunks are that small, so
-  // that the threads finish together; decode's are one unit).
+  // panels); a chunk gets at least ~64k multiply-adds (the grain: the pool's steals go down to it,
+  // so that the threads finish together; decode's is one unit).
   const int64_t kUnit = quant::is_panel_type(w.type) ? 2 * quant::kPanelRows : 4;
   const int64_t units = (w.n + kUnit - 1) / kUnit;
   auto run = [&](int64_t u0, int64_t u1) {
