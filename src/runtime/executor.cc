@@ -162,9 +162,10 @@ Result<std::vector<Tensor>> GraphExecutor::run(const std::vector<Tensor>& inputs
   } restore{stats, profile};
   if (profile) stats.step_seconds.assign(steps_.size(), 0.0);
   int step_index = -1;
-  // Stores a produced value, releasing it at once when nothing reads it.
-  auto produced = [&](int v, Tensor t, const std::string& who) -> Status {
-    if (!t.defined()) return internal_error(who + ": kernel did not produce value '" + g.value(v).name + "'");
+  // Stores a produced value, releasing it at once when nothing reads it. `who()` names the step
+  // (built only for the error: a decode step runs hundreds of steps).
+  auto produced = [&](int v, Tensor t, const auto& who) -> Status {
+    if (!t.defined()) return internal_error(who() + ": kernel did not produce value '" + g.value(v).name + "'");
     values[v] = std::move(t);
     if (remaining[v] == 0 && owned_here(v)) buffers.release(values[v]);
     return Status();
@@ -188,7 +189,7 @@ Result<std::vector<Tensor>> GraphExecutor::run(const std::vector<Tensor>& inputs
       if (!st.ok()) return Status(st.code(), step.backend->name() + " kernel " + sg.label() + ": " + st.message());
       if (out.size() != sg.outputs().size()) return internal_error(sg.label() + ": wrong number of kernel outputs");
       for (size_t o = 0; o < out.size(); ++o)
-        TESSERA_RETURN_IF_ERROR(produced(sg.outputs()[o], std::move(out[o]), sg.label()));
+        TESSERA_RETURN_IF_ERROR(produced(sg.outputs()[o], std::move(out[o]), [&] { return sg.label(); }));
       stats.nodes_run += sg.size();
     } else {
       const Node& node = g.node(step.node);
@@ -214,7 +215,7 @@ Result<std::vector<Tensor>> GraphExecutor::run(const std::vector<Tensor>& inputs
       for (size_t o = 0; o < node.outputs.size(); ++o) {
         int v = node.outputs[o];
         if (v == kNoValue) continue;
-        TESSERA_RETURN_IF_ERROR(produced(v, std::move(ctx.outputs()[o]), node.describe()));
+        TESSERA_RETURN_IF_ERROR(produced(v, std::move(ctx.outputs()[o]), [&] { return node.describe(); }));
       }
       ++stats.nodes_run;
     }
