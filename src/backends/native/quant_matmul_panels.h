@@ -86,15 +86,23 @@ void run_unpacked_to_q8_0(const Problem& p, const TileFn (&q8_tiles)[R][J], int6
 // quant::panel_block_offsets); several rows run tiles of up to P panels x R rows, all rows against
 // one group of panels before the next, so it stays in L2.
 // tiles[r - 1][q - 1] covers r rows x q panels (the TileFn's weight pointer is unused: the panel
-// layout places every block).
+// layout places every block). From paired_decode_min_blocks blocks of k on (0: never), decode runs
+// two panels at a time (tiles[0][1]).
 template <Isa I, int R, int P>
-void run_column_tiles(const Problem& p, const TileFn (&tiles)[R][P], int64_t j0, int64_t j1) {
+void run_column_tiles(const Problem& p, const TileFn (&tiles)[R][P], int64_t j0, int64_t j1,
+                      int64_t paired_decode_min_blocks = 0) {
   constexpr int64_t kRows = quant::kPanelRows;
   if (p.rows == 1) {
     Problem whole = p;
     whole.g_begin = 0;
     whole.g_end = p.k / quant::kQK4_0;
     whole.accumulate = false;
+    if (paired_decode_min_blocks > 0 && p.k / quant::kQK4_0 >= paired_decode_min_blocks) {
+      int64_t j = j0;
+      for (; j + 2 * kRows <= j1; j += 2 * kRows) tiles[0][1](whole, nullptr, 0, j);
+      if (j < j1) tiles[0][0](whole, nullptr, 0, j);
+      return;
+    }
     for (int64_t j = j0; j < j1; j += kRows) tiles[0][0](whole, nullptr, 0, j);
     return;
   }
