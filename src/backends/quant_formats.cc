@@ -143,14 +143,17 @@ template <class Block, class Quants, class Put>
 void repack_to_panels(void* matrix, int64_t rows, int64_t k, Put put) {
   TESSERA_CHECK(rows % kPanelRows == 0 && k % 32 == 0, "panels hold 16 whole rows of 32-blocks");
   const int64_t blocks = k / 32, panels = rows / kPanelRows;
-  // A panel takes the bytes its 16 rows had: they are read from a copy of the panel.
-  std::vector<Block> panel_rows(kPanelRows * blocks);
+  // A panel takes the bytes its 16 rows had, unless the rows are cut into segments (then its
+  // blocks spread over the matrix): rows are read from a copy of the panel, or of the matrix.
+  const bool cut = panel_segment_blocks(blocks) < blocks;
+  const auto* in = static_cast<const Block*>(matrix);
+  std::vector<Block> copy(in, in + (cut ? panels : 1) * kPanelRows * blocks);
   auto* out = static_cast<uint8_t*>(matrix);
   for (int64_t p = 0; p < panels; ++p) {
-    const auto* rows_in = static_cast<const Block*>(matrix) + p * kPanelRows * blocks;
-    std::copy(rows_in, rows_in + kPanelRows * blocks, panel_rows.begin());
+    if (!cut && p > 0) std::copy(in + p * kPanelRows * blocks, in + (p + 1) * kPanelRows * blocks, copy.begin());
+    const Block* panel_rows = copy.data() + (cut ? p * kPanelRows * blocks : 0);
     for (int64_t b = 0; b < blocks; ++b) {
-      const PanelBlockOffsets at = panel_block_offsets(p, b, blocks, sizeof(Quants));
+      const PanelBlockOffsets at = panel_block_offsets(p, panels, b, blocks, sizeof(Quants));
       auto& quants = *reinterpret_cast<Quants*>(out + at.quants);
       auto& scales = *reinterpret_cast<PanelScales*>(out + at.scales);
       for (int i = 0; i < kPanelRows; ++i) put(quants, scales, i, panel_rows[i * blocks + b]);
@@ -181,11 +184,10 @@ namespace {
 template <class Quants>
 const Quants& panel_block(const void* matrix, int64_t rows, int64_t k, int64_t row, int64_t b, uint16_t& d,
                           int64_t& lane) {
-  (void)rows;
   const int64_t blocks = k / kQK4_0;
   lane = row % kPanelRows;
   const auto* base = static_cast<const uint8_t*>(matrix);
-  const PanelBlockOffsets at = panel_block_offsets(row / kPanelRows, b, blocks, sizeof(Quants));
+  const PanelBlockOffsets at = panel_block_offsets(row / kPanelRows, rows / kPanelRows, b, blocks, sizeof(Quants));
   d = (*reinterpret_cast<const PanelScales*>(base + at.scales))[lane];
   return *reinterpret_cast<const Quants*>(base + at.quants);
 }

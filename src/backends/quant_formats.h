@@ -6,6 +6,7 @@
 // rows of row_bytes(type, K) bytes each; Q4_0C interleaves 16 rows in the same bytes (see below).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -96,9 +97,14 @@ BlockQ8_0 q8_0r_block(const void* row, int64_t b);
 // features, and no per-row shuffles. Where the bytes go (panel_block_offsets):
 //  - Panel after panel, each in the bytes its 16 rows had. Decode (one activation row) reads a
 //    panel's blocks in order, so each thread streams one contiguous range per chunk of panels.
-//    (An earlier layout cut k into 64-block segments, each holding its piece of every panel, so
-//    that a segment's activations stayed in L1: it read up to three streams per chunk, and with
-//    the decode kernel of today measured 2-9% slower at k = 5632.)
+//  - Rows of more than kPanelSegmentMaxBlocks blocks are cut into segments of kPanelSegmentBlocks
+//    (the last one shorter), one after another, each laid out as a matrix of its own (panel after
+//    panel over the segment's blocks). Decode runs one segment over all panels, then the next
+//    (quant_matmul: one parallel loop each), so a thread still streams one contiguous range while
+//    a panel's activations stay in L1: over a whole 5632-value row they did not (7 KiB of them
+//    between 50 KiB of weights), and the product streamed at ~0.75 of a plain read against
+//    ~0.88 at k <= 3072. (An earlier layout also cut k into 64-block segments but decoded each
+//    chunk of panels segment by segment, up to three streams a chunk: 2-9% slower.)
 //  - Inside a panel, blocks go in pairs: the quants of blocks 2g and 2g + 1, then their scales (an
 //    odd last block stands alone), so that with k a multiple of 64 every quant load is 64-byte
 //    aligned (a load that straddles two cache lines slowed the decode by about 10%).
@@ -114,18 +120,27 @@ struct PanelQuantsQ8_0 {
 using PanelScales = uint16_t[kPanelRows];
 static_assert(sizeof(PanelQuantsQ4_0) + sizeof(PanelScales) == kPanelRows * sizeof(BlockQ4_0));
 static_assert(sizeof(PanelQuantsQ8_0) + sizeof(PanelScales) == kPanelRows * sizeof(BlockQ8_0));
+constexpr int64_t kPanelSegmentMaxBlocks = 96;
+constexpr int64_t kPanelSegmentBlocks = 64;
+// The blocks of one row per segment (the last segment may hold fewer).
+inline int64_t panel_segment_blocks(int64_t blocks) {
+  return blocks > kPanelSegmentMaxBlocks ? kPanelSegmentBlocks : blocks;
+}
 // Where block b of panel `panel` keeps its quants and scales (bytes from the matrix's start), in
-// a matrix of `blocks` blocks per row whose quants take quant_bytes per block; and panel_stride,
-// the distance to the same block of the next panel.
+// a matrix of `panels` panels of `blocks` blocks per row whose quants take quant_bytes per block;
+// and panel_stride, the distance to the same block of the next panel.
 struct PanelBlockOffsets {
   int64_t quants, scales, panel_stride;
 };
-inline PanelBlockOffsets panel_block_offsets(int64_t panel, int64_t b, int64_t blocks, int64_t quant_bytes) {
+inline PanelBlockOffsets panel_block_offsets(int64_t panel, int64_t panels, int64_t b, int64_t blocks, int64_t quant_bytes) {
   const int64_t block_bytes = quant_bytes + int64_t{sizeof(PanelScales)};
-  const int64_t stride = blocks * block_bytes;
-  const int64_t pair = b / 2, in_pair = b % 2;
-  const int64_t pair_blocks = blocks - 2 * pair >= 2 ? 2 : 1;
-  const int64_t start = panel * stride + pair * 2 * block_bytes;
+  const bool cut = blocks > kPanelSegmentMaxBlocks;
+  const int64_t first = cut ? b / kPanelSegmentBlocks * kPanelSegmentBlocks : 0;  // the segment's first block
+  const int64_t segment_blocks = cut ? std::min(kPanelSegmentBlocks, blocks - first) : blocks;
+  const int64_t stride = segment_blocks * block_bytes;
+  const int64_t pair = (b - first) / 2, in_pair = (b - first) % 2;
+  const int64_t pair_blocks = segment_blocks - 2 * pair >= 2 ? 2 : 1;
+  const int64_t start = first * block_bytes * panels + panel * stride + pair * 2 * block_bytes;
   return {start + in_pair * quant_bytes,
           start + pair_blocks * quant_bytes + in_pair * int64_t{sizeof(PanelScales)}, stride};
 }

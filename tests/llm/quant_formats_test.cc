@@ -352,7 +352,7 @@ TEST(QuantFormatsRegrouped, PanelTypesHoldTheSameRowsAsTheirRowTypes) {
     EXPECT_EQ(row_bytes(panel_type, 256), row_bytes(row_type, 256));
     EXPECT_EQ(std::string(qtype_name(panel_type)), q4 ? "q4_0c" : "q8_0c");
     EXPECT_FALSE(qtype_from_ggml(static_cast<uint32_t>(panel_type)).has_value());
-    for (auto [rows, k] : {std::pair<int64_t, int64_t>{16, 32}, {48, 96}, {32, 2048}, {32, 2144}}) {
+    for (auto [rows, k] : {std::pair<int64_t, int64_t>{16, 32}, {48, 96}, {32, 2048}, {32, 2144}, {32, 5632}, {32, 32 * 193}}) {
       const int64_t rb = row_bytes(row_type, k), bb = rb / (k / 32), blocks = k / 32;
       std::vector<float> x(k), want(rows * k), got(k);
       std::vector<uint8_t> plain(rows * rb);
@@ -398,8 +398,9 @@ TEST(QuantFormatsRegrouped, PanelTypesHoldTheSameRowsAsTheirRowTypes) {
         }
       };
       const int64_t panel_bytes = 16 * rb;
-      if (rows >= 32 && blocks >= 2) expect_at(21, 1, panel_bytes + qs_bytes, panel_bytes + 2 * qs_bytes + 32);
-      if (blocks >= 3) {
+      const bool cut = blocks > kPanelSegmentMaxBlocks;
+      if (rows >= 32 && blocks >= 2 && !cut) expect_at(21, 1, panel_bytes + qs_bytes, panel_bytes + 2 * qs_bytes + 32);
+      if (blocks >= 3 && !cut) {
         const int64_t last = (rows / 16 - 1) * panel_bytes;
         expect_at(rows - 1, 2, last + 2 * bb16, last + 2 * bb16 + (blocks >= 4 ? 2 : 1) * qs_bytes);
       }
@@ -409,11 +410,23 @@ TEST(QuantFormatsRegrouped, PanelTypesHoldTheSameRowsAsTheirRowTypes) {
         expect_at(21, 65, panel_bytes + 64 * bb16 + qs_bytes, panel_bytes + 64 * bb16 + 2 * qs_bytes + 32);
         expect_at(31, 66, panel_bytes + 66 * bb16, panel_bytes + 66 * bb16 + qs_bytes);       // panel 1, odd last
       }
+      // Rows cut into segments of 64 blocks, each segment a panel matrix of its own (two panels).
+      if (blocks == 176) {  // k = 5632: segments of 64, 64 and 48 blocks
+        ASSERT_EQ(rows, 32);
+        expect_at(21, 1, 64 * bb16 + qs_bytes, 64 * bb16 + 2 * qs_bytes + 32);     // segment 0, panel 1
+        expect_at(21, 90, 218 * bb16, 218 * bb16 + 2 * qs_bytes);                   // segment 1 at 128 blocks, panel 1 at 64 more, pair 13
+        expect_at(3, 130, 258 * bb16, 258 * bb16 + 2 * qs_bytes);                   // segment 2 at 256 blocks, panel 0, pair 1
+        expect_at(31, 175, (256 + 48 + 46) * bb16 + qs_bytes, (256 + 48 + 46) * bb16 + 2 * qs_bytes + 32);
+      }
+      if (blocks == 193) {  // segments of 64, 64, 64 and a single block
+        ASSERT_EQ(rows, 32);
+        expect_at(31, 192, 385 * bb16, 385 * bb16 + qs_bytes);
+      }
       // With k a multiple of 64 every block's quants start on a 64-byte line.
       if (k % 64 == 0) {
         for (int64_t panel = 0; panel < rows / 16; ++panel) {
           for (int64_t b = 0; b < blocks; ++b) {
-            EXPECT_EQ(0, panel_block_offsets(panel, b, blocks, qs_bytes).quants % 64) << panel << "," << b;
+            EXPECT_EQ(0, panel_block_offsets(panel, rows / 16, b, blocks, qs_bytes).quants % 64) << panel << "," << b;
           }
         }
       }

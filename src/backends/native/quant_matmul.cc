@@ -292,12 +292,28 @@ void quant_matmul_for_isa(Isa isa, const QuantWeight& w, const float* x, int64_t
   auto run = [&](int64_t u0, int64_t u1) {
     kern.block(p, u0 * kUnit, std::min(w.n, u1 * kUnit));
   };
-  if (threads > 1 && units > 1) {
-    const int64_t work = kUnit * w.k * rows;
-    pool->parallel_for(units, std::max<int64_t>(1, (int64_t{1} << 16) / work), run);
-  } else {
-    run(0, units);
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / (kUnit * w.k * rows));
+  auto run_all = [&] {
+    if (threads > 1 && units > 1) {
+      pool->parallel_for(units, grain, run);
+    } else {
+      run(0, units);
+    }
+  };
+  // Decode of a panel type whose rows are cut into segments: one loop per segment, so that each
+  // thread streams one contiguous range at a time (quant::panel_block_offsets). (The vector tiles
+  // sum a range of blocks into y; the scalar ones always sum all of k.)
+  const int64_t blocks = w.k / quant::kQK4_0, per_segment = quant::panel_segment_blocks(blocks);
+  if (rows == 1 && quant::is_panel_type(w.type) && per_segment < blocks && &kern != &kScalar) {
+    for (int64_t first = 0; first < blocks; first += per_segment) {
+      p.g_begin = first;
+      p.g_end = std::min(blocks, first + per_segment);
+      p.accumulate = first > 0;
+      run_all();
+    }
+    return;
   }
+  run_all();
 }
 
 void quant_matmul(const QuantWeight& w, const float* x, int64_t rows, int64_t ldx, float* y,

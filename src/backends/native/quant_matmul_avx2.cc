@@ -245,7 +245,7 @@ void column_tile(const Problem& p, const uint8_t*, int64_t t0, int64_t j0) {
     if constexpr (kQ4) starts[r] = reinterpret_cast<const int32_t*>(p.xr + (t0 + r) * p.ldxr);
   }
   for (int64_t b = b_begin; b < b_end; ++b) {
-    const quant::PanelBlockOffsets at = quant::panel_block_offsets(panel0, b, blocks, kQuantBytes);
+    const quant::PanelBlockOffsets at = quant::panel_block_offsets(panel0, p.n / quant::kPanelRows, b, blocks, kQuantBytes);
     constexpr int kLines = kQuantBytes / 64 + 1;  // the block's quant lines and its scales' line
     if (p.rows == 1) {
       // Decode walks a panel's blocks in order: one stream, fetched ahead.

@@ -382,7 +382,7 @@ void column_tile(const Problem& p, const uint8_t*, int64_t t0, int64_t j0) {
     starts[r] = reinterpret_cast<const int32_t*>(p.xr + (t0 + r) * p.ldxr);
   }
   for (int64_t b = b_begin; b < b_end; ++b) {
-    const quant::PanelBlockOffsets at = quant::panel_block_offsets(panel0, b, blocks, kQuantBytes);
+    const quant::PanelBlockOffsets at = quant::panel_block_offsets(panel0, p.n / quant::kPanelRows, b, blocks, kQuantBytes);
     const uint8_t* quants[P];
     const uint8_t* scales[P];
     QMM_UNROLL for (int q = 0; q < P; ++q) {
@@ -456,105 +456,82 @@ void column_tile(const Problem& p, const uint8_t*, int64_t t0, int64_t j0) {
   }
 }
 
-// Decode (one activation row) over P = 1 or 2 panels (run_column_tiles sets [g_begin, g_end) to
-// all of k): a panel's blocks lie one after another in pairs (the quants of blocks 2g and 2g + 1,
-// then their scales; 64-byte aligned in a model's tensors), so this walks each panel with one
-// pointer. Four independent vpdpbusd chains per pair and panel (each block's operands 0-3 and 4-7
-// apart); Q4_0C's high nibbles are taken in place (w & 0xF0, so 16 x q) and the chain shifted
-// right by 4 at the end (exact: every product is a multiple of 16), one instruction fewer per load
-// than shift-and-mask.
+// Decode (one activation row) over one panel and the blocks [g_begin, g_end) of one segment of k
+// (quant::panel_segment_blocks; run_column_tiles sets the range): the segment's blocks lie one
+// after another in pairs (the quants of blocks 2g and 2g + 1, then their scales; 64-byte aligned
+// in a model's tensors), so this walks them with one pointer. Four independent vpdpbusd chains per
+// pair (each block's operands 0-3 and 4-7 apart); Q4_0C's high nibbles are taken in place
+// (w & 0xF0, so 16 x q) and the chain shifted right by 4 at the end (exact: every product is a
+// multiple of 16), one instruction fewer per load than shift-and-mask.
 // No software prefetch of the weights: the hardware prefetchers keep more lines in flight than
 // prefetcht0 (which holds an L1 miss buffer per line); with it, 22 layers of TinyLlama shapes
-// streamed 7% slower for Q4_0C and up to 15% for Q8_0C. The activations are prefetched instead
-// (k = 5632: 7 KiB): a panel's weight stream (18-50 KiB) pushes them out of L1, and a block's dot
-// chains then waited on their loads. In a harness (2048 x k products, 300 MB of weights, two
-// threads, on and off in turns) that gave 15-28% more bandwidth at k = 2048 and 5632 (4-5% with
-// one thread); whole TinyLlama decode, on and off in turns in one process, ~2.5%.
-// From kPairedDecodeMinBlocks blocks on, the activations no longer stay in L1 over a panel even
-// so (a long-k product streamed at ~0.72 of a plain read against ~0.88 at k <= 3072): decode then
-// runs two adjacent panels at once, so each activation load serves both (two weight streams).
-// That made k = 4096-8192 3-14% faster and TinyLlama's ffn_out (k = 5632) ~7%, but k = 2048-3072
-// ~20% slower, so shorter products keep one panel.
-// Anything else (an odd number of blocks, several rows) runs column_tile<T, 1, P>.
+// streamed 7% slower for Q4_0C and up to 15% for Q8_0C. The activations are prefetched instead: a
+// panel's weight stream (18-27 KiB) pushes them out of L1, and a block's dot chains then waited on
+// their loads. In a harness (2048 x k products, 300 MB of weights, two threads, on and off in
+// turns) that gave 15-28% more bandwidth at k = 2048 and 5632 (4-5% with one thread); whole
+// TinyLlama decode, on and off in turns in one process, ~2.5%.
+// Anything else (an odd number of blocks, several rows) runs column_tile<T, 1, 1>.
 constexpr int64_t kActivationAhead = 16;  // blocks
 // acc + vpdpbusd(u8, the four bytes at s8x4 in every lane), the broadcast folded into the
 // instruction's memory operand ({1to16}), which GCC does not do for _mm512_set1_epi32: one uop
 // fewer per weight line; decode keeps fewer uops in flight per line, so more lines in flight.
-// (In the harness described above: 2-15% more bandwidth at k = 2048-5632 with two threads; whole
-// TinyLlama decode about 1%.)
+// (In the harness above: 2-15% more bandwidth at k = 2048-5632 with two threads; whole TinyLlama
+// decode about 1%.)
 inline __m512i dpbusd_broadcast(__m512i acc, __m512i u8, const int8_t* s8x4) {
   asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u8), "m"(*reinterpret_cast<const int32_t*>(s8x4)));
   return acc;
 }
-constexpr int64_t kPairedDecodeMinBlocks = 128;
 
-template <QType T, int P>
+template <QType T>
 void column_decode(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
   constexpr bool kQ4 = T == QType::kQ4_0C;
   constexpr int64_t kQuantBytes = kPanelQuantBytes<T>;
   constexpr int64_t kPairBytes = 2 * (kQuantBytes + int64_t{sizeof(quant::PanelScales)});
   static_assert(kPairBytes % 64 == 0);
-  if (p.rows != 1 || p.g_end <= 0 || p.g_begin % 2 != 0 || p.g_end % 2 != 0) return column_tile<T, 1, P>(p, w0, t0, j0);
+  if (p.rows != 1 || p.g_end <= 0 || p.g_begin % 2 != 0 || p.g_end % 2 != 0) return column_tile<T, 1, 1>(p, w0, t0, j0);
   const int64_t blocks = p.k / quant::kQK4_0;
-  const quant::PanelBlockOffsets at = quant::panel_block_offsets(j0 / quant::kPanelRows, p.g_begin, blocks, kQuantBytes);
-  const uint8_t* w = p.w + at.quants;
+  const uint8_t* w =
+      p.w + quant::panel_block_offsets(j0 / quant::kPanelRows, p.n / quant::kPanelRows, p.g_begin, blocks, kQuantBytes).quants;
   const auto* starts = reinterpret_cast<const int32_t*>(p.xr);
   const __m512i low_nibbles = _mm512_set1_epi8(0x0F), high_nibbles = _mm512_set1_epi8(static_cast<char>(0xF0));
-  __m512 acc[P][2];
-  QMM_UNROLL for (int q = 0; q < P; ++q) acc[q][0] = acc[q][1] = _mm512_setzero_ps();
+  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
   for (int64_t b = p.g_begin; b < p.g_end; b += 2, w += kPairBytes) {
-    __m512i scales[P];
-    QMM_UNROLL for (int q = 0; q < P; ++q) scales[q] = _mm512_loadu_si512(w + q * at.panel_stride + 2 * kQuantBytes);
+    const __m512i scales = _mm512_loadu_si512(w + 2 * kQuantBytes);
     // This panel's (or, near its end, the next panel's) activations kActivationAhead blocks on.
     const int64_t ahead = b + kActivationAhead < p.g_end ? b + kActivationAhead : b + kActivationAhead - (p.g_end - p.g_begin);
     _mm_prefetch(reinterpret_cast<const char*>(p.xq + ahead * quant::kQK4_0), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(starts + ahead), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(p.xd + ahead), _MM_HINT_T0);
     QMM_UNROLL for (int i = 0; i < 2; ++i) {
+      const uint8_t* quants = w + i * kQuantBytes;
       const int8_t* a = p.xq + (b + i) * quant::kQK4_0;
-      const __m512i start = _mm512_set1_epi32(starts[b + i]);
-      __m512i lo[P], hi[P];
-      QMM_UNROLL for (int q = 0; q < P; ++q) lo[q] = start, hi[q] = _mm512_setzero_si512();
+      __m512i lo = _mm512_set1_epi32(starts[b + i]), hi = _mm512_setzero_si512();
       QMM_UNROLL for (int m = 0; m < 4; ++m) {
         // Activations 4m..4m+3 and 16 + 4m..16 + 4m + 3, broadcast by the vpdpbusd itself.
-        const int8_t* a_lo = a + 4 * m;
-        const int8_t* a_hi = a + 16 + 4 * m;
-        QMM_UNROLL for (int q = 0; q < P; ++q) {
-          const uint8_t* quants = w + q * at.panel_stride + i * kQuantBytes;
-          if constexpr (kQ4) {
-            const __m512i v = _mm512_loadu_si512(quants + 64 * m);
-            lo[q] = dpbusd_broadcast(lo[q], _mm512_and_si512(v, low_nibbles), a_lo);
-            hi[q] = dpbusd_broadcast(hi[q], _mm512_and_si512(v, high_nibbles), a_hi);
-          } else {
-            lo[q] = dpbusd_broadcast(lo[q], _mm512_loadu_si512(quants + 64 * m), a_lo);
-            hi[q] = dpbusd_broadcast(hi[q], _mm512_loadu_si512(quants + 64 * (m + 4)), a_hi);
-          }
+        if constexpr (kQ4) {
+          const __m512i q = _mm512_loadu_si512(quants + 64 * m);
+          lo = dpbusd_broadcast(lo, _mm512_and_si512(q, low_nibbles), a + 4 * m);
+          hi = dpbusd_broadcast(hi, _mm512_and_si512(q, high_nibbles), a + 16 + 4 * m);
+        } else {
+          lo = dpbusd_broadcast(lo, _mm512_loadu_si512(quants + 64 * m), a + 4 * m);
+          hi = dpbusd_broadcast(hi, _mm512_loadu_si512(quants + 64 * (m + 4)), a + 16 + 4 * m);
         }
       }
-      const __m512 xd = _mm512_set1_ps(p.xd[b + i]);
-      QMM_UNROLL for (int q = 0; q < P; ++q) {
-        const __m512i dot = _mm512_add_epi32(lo[q], kQ4 ? _mm512_srai_epi32(hi[q], 4) : hi[q]);
-        const __m512 ws = _mm512_cvtph_ps(i == 0 ? _mm512_castsi512_si256(scales[q]) : _mm512_extracti64x4_epi64(scales[q], 1));
-        acc[q][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(xd, ws), acc[q][i]);
-      }
+      const __m512i dot = _mm512_add_epi32(lo, kQ4 ? _mm512_srai_epi32(hi, 4) : hi);
+      const __m512 ws = _mm512_cvtph_ps(i == 0 ? _mm512_castsi512_si256(scales) : _mm512_extracti64x4_epi64(scales, 1));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(_mm512_set1_ps(p.xd[b + i]), ws), acc[i]);
     }
   }
-  QMM_UNROLL for (int q = 0; q < P; ++q) {
-    __m512 s = _mm512_add_ps(acc[q][0], acc[q][1]);
-    const int64_t j = j0 + q * quant::kPanelRows;
-    float* y = p.y + j;
-    if (p.accumulate) {
-      _mm512_storeu_ps(y, _mm512_add_ps(s, _mm512_loadu_ps(y)));
-      continue;
-    }
-    if (p.bias) s = _mm512_add_ps(s, _mm512_loadu_ps(p.bias + j));
-    if (p.residual) s = _mm512_add_ps(s, _mm512_loadu_ps(p.residual + j));
-    _mm512_storeu_ps(y, s);
-  }
+  __m512 s = _mm512_add_ps(acc[0], acc[1]);
+  float* y = p.y + j0;
+  if (p.accumulate) return _mm512_storeu_ps(y, _mm512_add_ps(s, _mm512_loadu_ps(y)));
+  if (p.bias) s = _mm512_add_ps(s, _mm512_loadu_ps(p.bias + j0));
+  if (p.residual) s = _mm512_add_ps(s, _mm512_loadu_ps(p.residual + j0));
+  _mm512_storeu_ps(y, s);
 }
 
 #define QMM_COLUMN_TILES(T)                                                                        \
-  {{&column_decode<T, 1>, &column_decode<T, 2>}, {&column_tile<T, 2, 1>, &column_tile<T, 2, 2>}, \
+  {{&column_decode<T>, &column_tile<T, 1, 2>}, {&column_tile<T, 2, 1>, &column_tile<T, 2, 2>}, \
    {&column_tile<T, 3, 1>, &column_tile<T, 3, 2>}, {&column_tile<T, 4, 1>, &column_tile<T, 4, 2>}}
 constexpr TileFn kQ4CTiles[kR][2] = QMM_COLUMN_TILES(QType::kQ4_0C);
 constexpr TileFn kQ8CTiles[kR][2] = QMM_COLUMN_TILES(QType::kQ8_0C);
@@ -622,8 +599,8 @@ void block(const Problem& p, int64_t j0, int64_t j1) {
     case QType::kQ4_0: run_tiles<Isa::kAvx512>(p, kQ4Tiles, j0, j1); return;
     case QType::kQ4_0R: run_grouped_tiles(p, kQ4RTiles, j0, j1); return;
     case QType::kQ8_0R: run_grouped_tiles(p, kQ8RTiles, j0, j1); return;
-    case QType::kQ4_0C: run_column_tiles<Isa::kAvx512>(p, kQ4CTiles, j0, j1, kPairedDecodeMinBlocks); return;
-    case QType::kQ8_0C: run_column_tiles<Isa::kAvx512>(p, kQ8CTiles, j0, j1, kPairedDecodeMinBlocks); return;
+    case QType::kQ4_0C: run_column_tiles<Isa::kAvx512>(p, kQ4CTiles, j0, j1); return;
+    case QType::kQ8_0C: run_column_tiles<Isa::kAvx512>(p, kQ8CTiles, j0, j1); return;
     case QType::kQ4_K: case QType::kQ6_K: run_dequantized<Isa::kAvx512>(p, kF32Tiles, j0, j1); return;
   }
 }

@@ -82,28 +82,29 @@ void run_unpacked_to_q8_0(const Problem& p, const TileFn (&q8_tiles)[R][J], int6
 }
 
 // Q4_0C / Q8_0C (whole 16-row panels): output features [j0, j1). Decode (one row) walks the
-// panels one after another, each over all of k (the order they are stored in: see
-// quant::panel_block_offsets); several rows run tiles of up to P panels x R rows, all rows against
-// one group of panels before the next, so it stays in L2.
+// panels one after another, each over the blocks [g_begin, g_end) (g_end <= 0: all of k), in the
+// order they are stored in (see quant::panel_block_offsets; quant_matmul runs a row cut into
+// segments one segment at a time); several rows run tiles of up to P panels x R rows over all of
+// k, all rows against one group of panels before the next, so it stays in L2.
 // tiles[r - 1][q - 1] covers r rows x q panels (the TileFn's weight pointer is unused: the panel
-// layout places every block). From paired_decode_min_blocks blocks of k on (0: never), decode runs
-// two panels at a time (tiles[0][1]).
+// layout places every block).
 template <Isa I, int R, int P>
-void run_column_tiles(const Problem& p, const TileFn (&tiles)[R][P], int64_t j0, int64_t j1,
-                      int64_t paired_decode_min_blocks = 0) {
+void run_column_tiles(const Problem& p, const TileFn (&tiles)[R][P], int64_t j0, int64_t j1) {
   constexpr int64_t kRows = quant::kPanelRows;
   if (p.rows == 1) {
-    Problem whole = p;
-    whole.g_begin = 0;
-    whole.g_end = p.k / quant::kQK4_0;
-    whole.accumulate = false;
-    if (paired_decode_min_blocks > 0 && p.k / quant::kQK4_0 >= paired_decode_min_blocks) {
-      int64_t j = j0;
-      for (; j + 2 * kRows <= j1; j += 2 * kRows) tiles[0][1](whole, nullptr, 0, j);
-      if (j < j1) tiles[0][0](whole, nullptr, 0, j);
+    if (p.g_end > 0) {
+      for (int64_t j = j0; j < j1; j += kRows) tiles[0][0](p, nullptr, 0, j);
       return;
     }
-    for (int64_t j = j0; j < j1; j += kRows) tiles[0][0](whole, nullptr, 0, j);
+    // All of k: segment after segment (decode tiles walk one segment's blocks with one pointer).
+    const int64_t blocks = p.k / quant::kQK4_0, per_segment = quant::panel_segment_blocks(blocks);
+    Problem segment = p;
+    for (int64_t first = 0; first < blocks; first += per_segment) {
+      segment.g_begin = first;
+      segment.g_end = std::min(blocks, first + per_segment);
+      segment.accumulate = first > 0;
+      for (int64_t j = j0; j < j1; j += kRows) tiles[0][0](segment, nullptr, 0, j);
+    }
     return;
   }
   for (int64_t j = j0; j < j1;) {
