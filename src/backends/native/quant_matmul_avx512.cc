@@ -478,7 +478,6 @@ void column_tile(const Problem& p, const uint8_t*, int64_t t0, int64_t j0) {
 // TinyLlama decode, on and off in turns in one process, ~2.5%.
 // Anything else (an odd number of blocks, several rows) runs column_tile<T, 1, 1>.
 constexpr int64_t kActivationAhead = 16;  // blocks
-constexpr int64_t kPageAhead = 12 * 1024;  // bytes (8-24 KiB measured alike)
 // acc + vpdpbusd(u8, the four bytes at s8x4 in every lane), the broadcast folded into the
 // instruction's memory operand ({1to16}), which GCC does not do for _mm512_set1_epi32: one uop
 // fewer per weight line; decode keeps fewer uops in flight per line, so more lines in flight.

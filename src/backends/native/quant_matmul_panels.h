@@ -17,6 +17,9 @@ using TileFn = void (*)(const Problem& p, const uint8_t* w0, int64_t t0, int64_t
 constexpr int64_t kPanel = 64;  // weight rows per panel
 // How far ahead a tile that streams its weights in order (decode) prefetches them (bytes).
 constexpr int64_t kSequentialAhead = 4096;
+// How far ahead the Q4_0C / Q8_0C decode tile touches each 4 KiB page of the weights (bytes; 8-24
+// KiB measured alike): see column_decode in quant_matmul_avx512.cc.
+constexpr int64_t kPageAhead = 12 * 1024;
 // Bytes of one block's quants in a panel (Q4_0C / Q8_0C).
 template <quant::QType T>
 constexpr int64_t kPanelQuantBytes =
@@ -92,18 +95,25 @@ template <Isa I, int R, int P>
 void run_column_tiles(const Problem& p, const TileFn (&tiles)[R][P], int64_t j0, int64_t j1) {
   constexpr int64_t kRows = quant::kPanelRows;
   if (p.rows == 1) {
-    if (p.g_end > 0) {
-      for (int64_t j = j0; j < j1; j += kRows) tiles[0][0](p, nullptr, 0, j);
-      return;
-    }
+    const int64_t blocks = p.k / quant::kQK4_0;
+    const int64_t quant_bytes = p.type == quant::QType::kQ4_0C ? int64_t{sizeof(quant::PanelQuantsQ4_0)}
+                                                                : int64_t{sizeof(quant::PanelQuantsQ8_0)};
+    // The panels over the blocks [q.g_begin, q.g_end) of one segment: one stream, whose first
+    // kPageAhead bytes are touched here (the decode tile touches the pages that far ahead of it).
+    auto decode = [&](const Problem& q) {
+      const uint8_t* start = q.w + quant::panel_block_offsets(j0 / kRows, q.n / kRows, q.g_begin, blocks, quant_bytes).quants;
+      for (int64_t ahead = 0; ahead < kPageAhead; ahead += 4096) __builtin_prefetch(start + ahead, 0, 3);
+      for (int64_t j = j0; j < j1; j += kRows) tiles[0][0](q, nullptr, 0, j);
+    };
+    if (p.g_end > 0) return decode(p);
     // All of k: segment after segment (decode tiles walk one segment's blocks with one pointer).
-    const int64_t blocks = p.k / quant::kQK4_0, per_segment = quant::panel_segment_blocks(blocks);
+    const int64_t per_segment = quant::panel_segment_blocks(blocks);
     Problem segment = p;
     for (int64_t first = 0; first < blocks; first += per_segment) {
       segment.g_begin = first;
       segment.g_end = std::min(blocks, first + per_segment);
       segment.accumulate = first > 0;
-      for (int64_t j = j0; j < j1; j += kRows) tiles[0][0](segment, nullptr, 0, j);
+      decode(segment);
     }
     return;
   }
