@@ -6,7 +6,6 @@
 // rows of row_bytes(type, K) bytes each; Q4_0C interleaves 16 rows in the same bytes (see below).
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -136,7 +135,7 @@ inline PanelBlockOffsets panel_block_offsets(int64_t panel, int64_t panels, int6
   const int64_t block_bytes = quant_bytes + int64_t{sizeof(PanelScales)};
   const bool cut = blocks > kPanelSegmentMaxBlocks;
   const int64_t first = cut ? b / kPanelSegmentBlocks * kPanelSegmentBlocks : 0;  // the segment's first block
-  const int64_t segment_blocks = cut ? std::min(kPanelSegmentBlocks, blocks - first) : blocks;
+  const int64_t segment_blocks = cut && blocks - first > kPanelSegmentBlocks ? kPanelSegmentBlocks : blocks - first;
   const int64_t stride = segment_blocks * block_bytes;
   const int64_t pair = (b - first) / 2, in_pair = (b - first) % 2;
   const int64_t pair_blocks = segment_blocks - 2 * pair >= 2 ? 2 : 1;

@@ -289,11 +289,9 @@ void quant_matmul_for_isa(Isa isa, const QuantWeight& w, const float* x, int64_t
   // so that the threads finish together; decode's is one unit).
   const int64_t kUnit = quant::is_panel_type(w.type) ? 2 * quant::kPanelRows : 4;
   const int64_t units = (w.n + kUnit - 1) / kUnit;
-  auto run = [&](int64_t u0, int64_t u1) {
-    kern.block(p, u0 * kUnit, std::min(w.n, u1 * kUnit));
-  };
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / (kUnit * w.k * rows));
-  auto run_all = [&] {
+  auto run_all = [&](const Problem& q) {
+    auto run = [&](int64_t u0, int64_t u1) { kern.block(q, u0 * kUnit, std::min(w.n, u1 * kUnit)); };
     if (threads > 1 && units > 1) {
       pool->parallel_for(units, grain, run);
     } else {
@@ -303,17 +301,11 @@ void quant_matmul_for_isa(Isa isa, const QuantWeight& w, const float* x, int64_t
   // Decode of a panel type whose rows are cut into segments: one loop per segment, so that each
   // thread streams one contiguous range at a time (quant::panel_block_offsets). (The vector tiles
   // sum a range of blocks into y; the scalar ones always sum all of k.)
-  const int64_t blocks = w.k / quant::kQK4_0, per_segment = quant::panel_segment_blocks(blocks);
-  if (rows == 1 && quant::is_panel_type(w.type) && per_segment < blocks && &kern != &kScalar) {
-    for (int64_t first = 0; first < blocks; first += per_segment) {
-      p.g_begin = first;
-      p.g_end = std::min(blocks, first + per_segment);
-      p.accumulate = first > 0;
-      run_all();
-    }
-    return;
+  const int64_t blocks = w.k / quant::kQK4_0;
+  if (rows == 1 && quant::is_panel_type(w.type) && quant::panel_segment_blocks(blocks) < blocks && &kern != &kScalar) {
+    return qmm::for_each_panel_segment(p, run_all);
   }
-  run_all();
+  run_all(p);
 }
 
 void quant_matmul(const QuantWeight& w, const float* x, int64_t rows, int64_t ldx, float* y,

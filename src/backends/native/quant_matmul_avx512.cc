@@ -463,19 +463,16 @@ void column_tile(const Problem& p, const uint8_t*, int64_t t0, int64_t j0) {
 // pair (each block's operands 0-3 and 4-7 apart); Q4_0C's high nibbles are taken in place
 // (w & 0xF0, so 16 x q) and the chain shifted right by 4 at the end (exact: every product is a
 // multiple of 16), one instruction fewer per load than shift-and-mask.
-// The weights are prefetched once per 4 KiB page, kPageAhead bytes ahead, and not line by line:
-// the hardware prefetchers do not cross a 4 KiB page, so without help each page's stream started
-// anew with a demand miss; one early touch of the page lets them run it from its start. In a
-// harness (2048 x k products, 300 MB of weights, on and off in turns) that gave 25-35% more
-// bandwidth with one thread or two (a plain read loop gains the same: 57-64 to 74-78 GB/s with two
-// threads), whole TinyLlama q4_0 decode 80 to 103 tokens/s. Prefetching every line with
-// prefetcht0 (1-9 KiB ahead) had been slower: each holds an L1 miss buffer that the hardware
-// prefetchers use better (22 layers of TinyLlama shapes streamed 7% slower for Q4_0C and up to 15%
-// for Q8_0C). The activations are prefetched too: a
-// panel's weight stream (18-27 KiB) pushes them out of L1, and a block's dot chains then waited on
-// their loads. In a harness (2048 x k products, 300 MB of weights, two threads, on and off in
-// turns) that gave 15-28% more bandwidth at k = 2048 and 5632 (4-5% with one thread); whole
-// TinyLlama decode, on and off in turns in one process, ~2.5%.
+// Prefetches, measured in a harness (2048 x k products over 300 MB of weights, each variant on and
+// off in turns, one thread or two) and in whole TinyLlama q4_0 decode steps:
+//  - the weights once per 4 KiB page, kPageAhead bytes ahead: the hardware prefetchers do not
+//    cross a page, so each page's stream had started anew with a demand miss. 25-35% more
+//    bandwidth (a plain read loop gains as much: 57-64 to 74-82 GB/s with two threads); decode
+//    80 to 103 tokens/s. Every line with prefetcht0 (1-9 KiB ahead) was slower: each holds an L1
+//    miss buffer that the hardware prefetchers use better (7% slower for Q4_0C, 15% for Q8_0C).
+//  - the activations, kActivationAhead blocks ahead: a panel's weight stream (18-27 KiB) evicts
+//    them from L1, and a block's dot chains then waited on their loads. 15-28% with two threads
+//    at k = 2048 and 5632 (4-5% with one); decode ~2.5%.
 // Anything else (an odd number of blocks, several rows) runs column_tile<T, 1, 1>.
 constexpr int64_t kActivationAhead = 16;  // blocks
 // acc + vpdpbusd(u8, the four bytes at s8x4 in every lane), the broadcast folded into the

@@ -40,6 +40,20 @@ struct Problem {
   int64_t ld_residual;
 };
 
+// Runs run(q) for each segment of k (quant::panel_segment_blocks) with q = p over that segment's
+// blocks [g_begin, g_end), each after the first added to y (accumulate).
+template <class Run>
+void for_each_panel_segment(const Problem& p, Run run) {
+  const int64_t blocks = p.k / quant::kQK4_0, per_segment = quant::panel_segment_blocks(blocks);
+  Problem q = p;
+  for (int64_t first = 0; first < blocks; first += per_segment) {
+    q.g_begin = first;
+    q.g_end = blocks - first > per_segment ? first + per_segment : blocks;
+    q.accumulate = first > 0;
+    run(q);
+  }
+}
+
 struct Kernels {
   // Quantizes rows [r0, r1) of x (k a multiple of 32) into xq / xd with the layout above.
   void (*quantize_rows)(const float* x, int64_t ldx, int64_t r0, int64_t r1, int64_t k, int8_t* xq,

@@ -107,15 +107,7 @@ void run_column_tiles(const Problem& p, const TileFn (&tiles)[R][P], int64_t j0,
     };
     if (p.g_end > 0) return decode(p);
     // All of k: segment after segment (decode tiles walk one segment's blocks with one pointer).
-    const int64_t per_segment = quant::panel_segment_blocks(blocks);
-    Problem segment = p;
-    for (int64_t first = 0; first < blocks; first += per_segment) {
-      segment.g_begin = first;
-      segment.g_end = std::min(blocks, first + per_segment);
-      segment.accumulate = first > 0;
-      decode(segment);
-    }
-    return;
+    return for_each_panel_segment(p, decode);
   }
   for (int64_t j = j0; j < j1;) {
     const int64_t panels = std::min<int64_t>(P, (j1 - j) / kRows);
