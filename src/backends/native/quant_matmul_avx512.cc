@@ -91,14 +91,12 @@ void ftile(const Problem& p, const uint8_t* w0, int64_t t0, int64_t j0) {
     // Decode's single-row tile: four accumulators, so that the FMA latency does not bound the
     // stream (one chain would allow 16 weights per 4 cycles).
     __m512 more[3] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    // The weights: each 4 KiB page touched once, kPageAhead bytes ahead (as in column_decode; in
+    // a harness of F16 2048 x k products over 300 MB, 10-15% faster than every line 4 KiB ahead).
     for (; i + 64 <= p.k; i += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(wr[0] + i * kElementBytes + 4096), _MM_HINT_T0);
-      if constexpr (T == QType::kF32) {
-        QMM_UNROLL for (int u = 1; u < 4; ++u) {
-          _mm_prefetch(reinterpret_cast<const char*>(wr[0] + (i + 16 * u) * kElementBytes + 4096), _MM_HINT_T0);
-        }
-      } else {
-        _mm_prefetch(reinterpret_cast<const char*>(wr[0] + (i + 32) * kElementBytes + 4096), _MM_HINT_T0);
+      const uint8_t* page_ahead = wr[0] + i * kElementBytes + kPageAhead;
+      if ((reinterpret_cast<uintptr_t>(page_ahead) & 4095) < 64 * kElementBytes) {
+        _mm_prefetch(reinterpret_cast<const char*>(page_ahead), _MM_HINT_T0);
       }
       acc[0][0] = _mm512_fmadd_ps(_mm512_loadu_ps(xr[0] + i), wload<T>(wr[0], i), acc[0][0]);
       QMM_UNROLL for (int u = 1; u < 4; ++u) {
