@@ -17,9 +17,16 @@ using TileFn = void (*)(const Problem& p, const uint8_t* w0, int64_t t0, int64_t
 constexpr int64_t kPanel = 64;  // weight rows per panel
 // How far ahead a tile that streams its weights in order (decode) prefetches them (bytes).
 constexpr int64_t kSequentialAhead = 4096;
-// How far ahead the Q4_0C / Q8_0C decode tile touches each 4 KiB page of the weights (bytes; 8-24
-// KiB measured alike): see column_decode in quant_matmul_avx512.cc.
+// How far ahead decode tiles touch each 4 KiB page of the weights (bytes; 8-24 KiB measured alike):
+// see column_decode in quant_matmul_avx512.cc.
 constexpr int64_t kPageAhead = 12 * 1024;
+constexpr int64_t kPageBytes = 4096;
+// For a decode loop that reads `step` bytes from `at` per iteration: touches the first line of a
+// page kPageAhead bytes on, once per page (the iteration whose reads that far on start a page).
+inline void touch_page_ahead(const uint8_t* at, int64_t step) {
+  const uint8_t* ahead = at + kPageAhead;
+  if (static_cast<int64_t>(reinterpret_cast<uintptr_t>(ahead) % kPageBytes) < step) __builtin_prefetch(ahead, 0, 3);
+}
 // Bytes of one block's quants in a panel (Q4_0C / Q8_0C).
 template <quant::QType T>
 constexpr int64_t kPanelQuantBytes =
@@ -102,7 +109,7 @@ void run_column_tiles(const Problem& p, const TileFn (&tiles)[R][P], int64_t j0,
     // kPageAhead bytes are touched here (the decode tile touches the pages that far ahead of it).
     auto decode = [&](const Problem& q) {
       const uint8_t* start = q.w + quant::panel_block_offsets(j0 / kRows, q.n / kRows, q.g_begin, blocks, quant_bytes).quants;
-      for (int64_t ahead = 0; ahead < kPageAhead; ahead += 4096) __builtin_prefetch(start + ahead, 0, 3);
+      for (int64_t ahead = 0; ahead < kPageAhead; ahead += kPageBytes) __builtin_prefetch(start + ahead, 0, 3);
       for (int64_t j = j0; j < j1; j += kRows) tiles[0][0](q, nullptr, 0, j);
     };
     if (p.g_end > 0) return decode(p);
