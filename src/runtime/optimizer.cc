@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -10,6 +11,7 @@
 #include "ir/subgraph.h"
 #include "partition/cached_estimator.h"
 #include "partition/cost_db.h"
+#include "partition/structural_hash.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/executor.h"
 
@@ -427,20 +429,29 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
   if (fastest_placement && options.refine_max_tries > 0) {
     phase("refine " + fastest_placement->name());
     measure_node_times(g, backends, inputs, measure, db.get(), node_seconds);
-    // Outcomes of moves by model, node, the two backends, thread count and CPU.
-    auto move_key = [&](int node, const Backend& to) {
-      return CostKey{"move:" + graph_hash(g) + ":" + std::to_string(node), fastest_placement->name() + "->" + to.name(),
+    // Outcomes of moves by model, nodes moved (one node by its index, a region by a hash of its
+    // indices), the two backends, thread count and CPU.
+    auto move_key = [&](const NodeSet& nodes, const Backend& to) {
+      std::string moved = std::to_string(nodes.first());
+      if (nodes.count() > 1) {
+        const std::vector<int> ids = nodes.to_vector();
+        char hex[24];
+        snprintf(hex, sizeof hex, "r%016llx",
+                 static_cast<unsigned long long>(fnv1a64(ids.data(), ids.size() * sizeof(int))));
+        moved = hex;
+      }
+      return CostKey{"move:" + graph_hash(g) + ":" + moved, fastest_placement->name() + "->" + to.name(),
                      fastest_placement->version() + " | " + to.version(), options.threads, cpu_model()};
     };
     MoveMemory memory;
-    memory.recall = [&](int node, const Backend& to) -> std::optional<bool> {
+    memory.recall = [&](const NodeSet& nodes, const Backend& to) -> std::optional<bool> {
       if (!db) return std::nullopt;
-      auto stored = db->lookup(move_key(node, to));
+      auto stored = db->lookup(move_key(nodes, to));
       if (!stored.ok() || !*stored) return std::nullopt;
       return (**stored).valid;
     };
-    memory.remember = [&](int node, const Backend& to, bool kept) {
-      if (db) (void)db->store(move_key(node, to), kept ? Cost::of(0) : Cost::invalid("lost end to end"), "move");
+    memory.remember = [&](const NodeSet& nodes, const Backend& to, bool kept) {
+      if (db) (void)db->store(move_key(nodes, to), kept ? Cost::of(0) : Cost::invalid("lost end to end"), "move");
     };
     Refinement refined = refine_placement(g, *fastest_placement, backends, node_seconds, inputs, measure, options,
                                           deadline, &memory);

@@ -45,10 +45,11 @@ struct OptimizeOptions {
   // Each backend's whole-model placement is timed end to end after the search and becomes the
   // plan when it runs faster than the searched plans.
   bool placements = true;
-  // Then the fastest placement is refined by single-node moves to backends expected to run them
-  // faster, each kept only when the whole model runs at least `refine_min_gain` faster end to end
-  // (at most `refine_max_tries` end-to-end timings; moves expected to save under
-  // `refine_min_saving` of the placement's time are not tried). 0 tries: no refinement.
+  // Then the fastest placement is refined by moves to backends expected to run them faster: single
+  // nodes, and regions (a node, everything downstream of it, and the producers only they consume),
+  // each kept only when the whole model runs at least `refine_min_gain` faster end to end (at most
+  // `refine_max_tries` end-to-end timings; moves expected to save under `refine_min_saving` of the
+  // placement's time are not tried). 0 tries: no refinement.
   // A placement whose nodes' expected times add up to more than this many times the best plan so far
   // is not timed (nor compared again at the end).
   double hopeless_factor = 3;
@@ -116,12 +117,12 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
 
 // The fastest single-backend placement, refined by moves judged end to end: a node that another
 // backend is expected to run faster alone (its per-node estimates) leaves the placement's groups for
-// a kernel of its own there, and stays only if the whole model then runs faster. Where the additive
-// model misjudges (a moved node breaks a fused kernel, converts layouts at both new boundaries, wakes
-// other threads), the end-to-end time does not. Backends of another thread runtime are not moved to
-// unless `mix_runtimes`.
-
-
+// a kernel of its own there; a region (a node and everything downstream of it, grown upstream by the
+// producers only the region consumes) that another backend runs whole leaves for that backend's own
+// grouping of it. A move stays only if the whole model then runs faster. Where the additive model
+// misjudges (a moved node breaks a fused kernel, converts layouts at both new boundaries, wakes
+// other threads), the end-to-end time does not. Backends of another thread runtime are not moved
+// to unless `mix_runtimes`.
 struct Refinement {
   std::vector<Partition> partitions;  // the placement with the kept moves
   bool improved = false;              // a move was kept
@@ -129,9 +130,10 @@ struct Refinement {
 };
 // Outcomes of moves tried before (the optimizer keeps them in the cost database): a move found
 // losing is not tried again. `recall` answers true (kept), false (lost) or nullopt (never tried).
+// A move is the set of nodes that leaves the placement for `to`.
 struct MoveMemory {
-  std::function<std::optional<bool>(int node, const Backend& to)> recall;
-  std::function<void(int node, const Backend& to, bool kept)> remember;
+  std::function<std::optional<bool>(const NodeSet& nodes, const Backend& to)> recall;
+  std::function<void(const NodeSet& nodes, const Backend& to, bool kept)> remember;
 };
 // `node_seconds`: each backend's expected time per node (infinity where it cannot run the node);
 // moves are tried in the order of their expected saving, within `deadline` and options.refine_*.

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 
+#include "ir/subgraph.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/executor.h"
 #include "runtime/optimizer.h"
@@ -165,6 +166,53 @@ std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, c
   return out;
 }
 
+namespace {
+
+struct Move {
+  NodeSet nodes;  // what leaves the base placement
+  const Backend* to;
+  double saving;  // expected, from the per-node times
+};
+
+// A region `to` may take over: node n and everything downstream of it (when `to` runs all of it),
+// grown upstream by nodes whose consumers are all inside and that `to` is expected to run at most
+// kAbsorbSlower times slower (each such node takes a boundary tensor away). Downstream-closed, so
+// nothing flows from the region back to the base placement. Empty when `to` cannot run it.
+NodeSet downstream_region(const Graph& g, const Reachability& reach, int n, const std::vector<double>& mine,
+                          const std::vector<double>& theirs) {
+  constexpr double kAbsorbSlower = 1.5;
+  NodeSet region = reach.descendants(n);
+  region.add(n);
+  for (int m : region)
+    if (!std::isfinite(theirs[m])) return NodeSet(g.num_nodes());
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (int m = region.first(); m >= 0; m = region.next(m)) {
+      for (int v : g.node(m).inputs) {
+        if (v == kNoValue) continue;
+        const int p = g.value(v).producer;
+        if (p < 0 || region.contains(p) || !std::isfinite(theirs[p]) || !std::isfinite(mine[p])) continue;
+        if (theirs[p] > kAbsorbSlower * mine[p]) continue;
+        bool inside = !g.value(v).is_graph_output;
+        for (int out : g.node(p).outputs)
+          if (out != kNoValue)
+            for (int c : g.value(out).consumers) inside = inside && region.contains(c);
+        if (!inside) continue;
+        region.add(p);
+        grew = true;
+      }
+    }
+  }
+  return region;
+}
+
+double jaccard(const NodeSet& a, const NodeSet& b) {
+  const int both = (a & b).count(), either = (a | b).count();
+  return either == 0 ? 1.0 : static_cast<double>(both) / either;
+}
+
+}  // namespace
+
 Refinement refine_placement(const Graph& g, const Backend& base, const std::vector<const Backend*>& backends,
                             const std::map<const Backend*, std::vector<double>>& node_seconds,
                             const std::vector<Tensor>& inputs, const MeasureOptions& measure,
@@ -178,27 +226,46 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
   const std::vector<double>& mine = mine_it->second;
   double total = 0;
   for (double t : mine) total += std::isfinite(t) ? t : 0;
-  struct Move {
-    int node;
-    const Backend* to;
-    double saving;
-  };
+  const double min_saving = options.refine_min_saving * total;
   std::vector<Move> moves;
+  // Single nodes: each to the backend expected to run it fastest.
   for (int n = 0; n < g.num_nodes(); ++n) {
     if (!std::isfinite(mine[n])) continue;
-    Move best{n, nullptr, options.refine_min_saving * total};
+    Move best{NodeSet::of(g.num_nodes(), {n}), nullptr, min_saving};
     for (const Backend* o : backends) {
       auto theirs = node_seconds.find(o);
       if (o == &base || theirs == node_seconds.end() || !std::isfinite(theirs->second[n])) continue;
       const std::string runtime = o->thread_runtime();
       if (runtime != "tessera" && runtime != base.thread_runtime() && !options.mix_runtimes) continue;
-      if (mine[n] - theirs->second[n] > best.saving) best = {n, o, mine[n] - theirs->second[n]};
+      if (mine[n] - theirs->second[n] > best.saving) best = {best.nodes, o, mine[n] - theirs->second[n]};
     }
     if (best.to) moves.push_back(best);
   }
+  // Regions: a node and what is downstream of it, to a backend that runs all of it. A single node
+  // moved alone often loses to the layout conversions at both of its new boundaries; a region has
+  // one side only, and its inner tensors stay in the other backend's hands.
+  Reachability reach(g);
+  for (const Backend* o : backends) {
+    auto theirs_it = node_seconds.find(o);
+    if (o == &base || theirs_it == node_seconds.end()) continue;
+    const std::string runtime = o->thread_runtime();
+    if (runtime != "tessera" && runtime != base.thread_runtime() && !options.mix_runtimes) continue;
+    const std::vector<double>& theirs = theirs_it->second;
+    std::vector<NodeSet> seen;
+    for (int n = 0; n < g.num_nodes(); ++n) {
+      if (!std::isfinite(mine[n])) continue;
+      NodeSet region = downstream_region(g, reach, n, mine, theirs);
+      if (region.count() < 2 || std::find(seen.begin(), seen.end(), region) != seen.end()) continue;
+      seen.push_back(region);
+      double saving = 0;
+      for (int m : region) saving += (std::isfinite(mine[m]) ? mine[m] : 0) - theirs[m];
+      if (saving > min_saving) moves.push_back({std::move(region), o, saving});
+    }
+  }
   std::stable_sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) { return a.saving > b.saving; });
   NodeSet moved(g.num_nodes());
-  std::vector<Move> kept;
+  std::vector<std::vector<Partition>> kept;  // the partitions of each kept move
+  std::vector<const Move*> lost_regions;
   // Each move is judged against the plan so far, the two timed in turns (a shared machine's drift
   // then shifts both alike).
   MeasureOptions paired = measure;
@@ -206,25 +273,33 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
   paired.min_total_seconds = std::max(measure.min_total_seconds, 0.15);
   for (const Move& m : moves) {
     if (out.tried >= options.refine_max_tries || Clock::now() >= deadline || (options.stop && options.stop())) break;
-    if (memory && memory->recall(m.node, *m.to) == false) continue;
-    moved.add(m.node);
-    auto carved = place_on_backend(g, base, &moved);
+    if (m.nodes.intersects(moved)) continue;
+    // A region much like one that lost already would lose too (regions of a chain differ by a node).
+    const bool like_lost = std::any_of(lost_regions.begin(), lost_regions.end(), [&](const Move* l) {
+      return l->to == m.to && jaccard(l->nodes, m.nodes) > 0.9;
+    });
+    if (like_lost) continue;
+    if (memory && memory->recall(m.nodes, *m.to) == false) continue;
+    const NodeSet others = NodeSet::all(g.num_nodes()) - m.nodes;
+    auto theirs = place_on_backend(g, *m.to, &others);
+    const NodeSet leaving = moved | m.nodes;
+    auto carved = place_on_backend(g, base, &leaving);
     ++out.tried;
-    if (carved.ok()) {
+    bool wins = false;
+    if (carved.ok() && theirs.ok()) {
       std::vector<Partition> parts = *carved;
-      for (const Move& k : kept) parts.push_back(Partition{NodeSet::of(g.num_nodes(), {k.node}), k.to});
-      parts.push_back(Partition{NodeSet::of(g.num_nodes(), {m.node}), m.to});
+      for (const auto& k : kept) parts.insert(parts.end(), k.begin(), k.end());
+      parts.insert(parts.end(), theirs->begin(), theirs->end());
       std::vector<Cost> costs = time_in_turns(g, {out.partitions, parts}, inputs, paired);
-      const bool wins =
-          costs[0].valid && costs[1].valid && costs[1].seconds < costs[0].seconds * (1 - options.refine_min_gain);
-      if (memory) memory->remember(m.node, *m.to, wins);
+      wins = costs[0].valid && costs[1].valid && costs[1].seconds < costs[0].seconds * (1 - options.refine_min_gain);
       if (wins) {
-        kept.push_back(m);
+        kept.push_back(*theirs);
+        moved |= m.nodes;
         out.partitions = std::move(parts);
-        continue;
       }
     }
-    moved.remove(m.node);
+    if (memory) memory->remember(m.nodes, *m.to, wins);
+    if (!wins && m.nodes.count() > 1) lost_regions.push_back(&m);
   }
   out.improved = !kept.empty();
   out.moves = static_cast<int>(kept.size());

@@ -350,11 +350,14 @@ TEST(Optimizer, RefinementKeepsOnlyMovesThatWinEndToEnd) {
   // Moves remembered as lost are not tried again; the outcomes of tried ones are remembered.
   std::map<std::pair<int, std::string>, bool> remembered;
   MoveMemory memory;
-  memory.recall = [](int node, const Backend&) -> std::optional<bool> {
-    if (node == 0) return false;  // the Relu move lost before
+  memory.recall = [](const NodeSet& nodes, const Backend&) -> std::optional<bool> {
+    if (nodes.count() == 1 && nodes.first() == 0) return false;  // the Relu move lost before
     return std::nullopt;
   };
-  memory.remember = [&](int node, const Backend& to, bool kept) { remembered[{node, to.name()}] = kept; };
+  memory.remember = [&](const NodeSet& nodes, const Backend& to, bool kept) {
+    EXPECT_EQ(nodes.count(), 1);
+    remembered[{nodes.first(), to.name()}] = kept;
+  };
   Refinement recalled = refine_placement(t.g, base, {&base, &fast, &liar}, node_seconds, inputs, quick(), o,
                                          std::chrono::steady_clock::now() + std::chrono::seconds(60), &memory);
   EXPECT_EQ(recalled.tried, 1);
@@ -370,6 +373,51 @@ TEST(Optimizer, RefinementKeepsOnlyMovesThatWinEndToEnd) {
   EXPECT_EQ(none.tried, 0);
   ASSERT_EQ(none.partitions.size(), 2u);
   for (const Partition& p : none.partitions) EXPECT_EQ(p.backend, &base);
+}
+
+// A region (a node and everything downstream of it) moves as a whole when its nodes' expected
+// savings add up, though none of them alone is worth a try; the producer that a graph output
+// also reads, and that the other backend is expected to run slower, stays.
+TEST(Optimizer, RefinementMovesDownstreamRegions) {
+  TestGraph t;
+  int x = t.input({4, 64});
+  int a = t.op("Relu", {x});
+  int b = t.op("Sigmoid", {a});
+  t.finish({a, t.op("Relu", {b})});
+  std::map<int, std::string> name_of;  // node -> "a", "b", "c"
+  for (int n = 0; n < t.g.num_nodes(); ++n) {
+    const int in = t.g.node(n).inputs[0];
+    name_of[n] = in == x ? "a" : t.g.node(n).op_type == "Sigmoid" ? "b" : "c";
+  }
+  TimedBackend base("base", {{"Relu", 0.003}, {"Sigmoid", 0.003}});
+  TimedBackend fast("fast", {{"Relu", 0.0}, {"Sigmoid", 0.0}});
+  std::vector<double> mine(3), theirs(3);
+  for (int n = 0; n < 3; ++n) {
+    mine[n] = 0.004;
+    theirs[n] = name_of[n] == "a" ? 0.010 : 0.003;  // a: expected slower there
+  }
+  std::map<const Backend*, std::vector<double>> node_seconds = {{&base, mine}, {&fast, theirs}};
+  OptimizeOptions o;
+  o.refine_min_saving = 0.1;  // 1.2 ms: no single node's 1 ms saving is tried
+  std::vector<NodeSet> remembered;
+  MoveMemory memory;
+  memory.recall = [](const NodeSet&, const Backend&) -> std::optional<bool> { return std::nullopt; };
+  memory.remember = [&](const NodeSet& nodes, const Backend&, bool kept) {
+    EXPECT_TRUE(kept);
+    remembered.push_back(nodes);
+  };
+  Refinement r = refine_placement(t.g, base, {&base, &fast}, node_seconds, t.inputs, quick(), o,
+                                  std::chrono::steady_clock::now() + std::chrono::seconds(60), &memory);
+  EXPECT_EQ(r.tried, 1);
+  ASSERT_TRUE(r.improved);
+  std::map<std::string, std::string> on;
+  for (const Partition& p : r.partitions)
+    for (int n : p.nodes) on[name_of[n]] = p.backend->name();
+  EXPECT_EQ(on["a"], "base");
+  EXPECT_EQ(on["b"], "fast");
+  EXPECT_EQ(on["c"], "fast");
+  ASSERT_EQ(remembered.size(), 1u);
+  EXPECT_EQ(remembered[0].count(), 2);
 }
 
 TEST(Optimizer, PlanForAnotherModelIsRefused) {
