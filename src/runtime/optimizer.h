@@ -28,7 +28,7 @@ namespace tessera {
 struct OptimizeOptions {
   int threads = 1;
   std::vector<std::string> backends;  // names to consider; empty: every available backend
-  double budget_seconds = 600;        // wall clock for the whole optimization
+  double budget_seconds = 600;        // wall clock for the whole optimization (the search: 95% of it)
   std::string cost_db;                // "" : CostDatabase::default_path()
   bool use_cost_db = true;
   std::map<std::string, Tensor> inputs;  // the rest are random (seeded)
