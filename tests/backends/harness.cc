@@ -220,11 +220,12 @@ Result<int> head_resize(Builder& b, int v) {
   struct Spec { Dims x; std::vector<float> scales; std::string mode, coord, nearest; };
   static const Spec specs[kVariants] = {
       {{1, 4, 5, 7}, {1, 1, 2, 2}, "nearest", "asymmetric", "floor"},
-      {{2, 3, 6, 5}, {1, 1, 2, 2}, "linear", "half_pixel", "round_prefer_floor"},
+      {{2, 3, 6, 5}, {1, 1, 2, 2}, "linear", "align_corners", "round_prefer_floor"},
       {{1, 2, 8, 8}, {1, 1, 4, 4}, "nearest", "asymmetric", "floor"},
-      {{1, 3, 7, 9}, {1, 1, 2, 2}, "linear", "align_corners", "round_prefer_floor"}};
+      {{1, 3, 7, 9}, {1, 1, 3, 2}, "nearest", "half_pixel", "round_prefer_ceil"}};
   const Spec& c = specs[v];
-  b.description = "Resize x" + dims_str(c.x) + " " + c.mode + " " + c.coord;
+  b.description = "Resize x" + dims_str(c.x) + " " + c.mode + " " + c.coord + " " + c.nearest + " scales" +
+                  dims_str(Dims(c.scales.begin(), c.scales.end()));
   int roi = b.floats({});
   return b.node("Resize", {b.input(c.x), roi, b.floats(c.scales)},
                 {{"mode", s(c.mode)}, {"coordinate_transformation_mode", s(c.coord)}, {"nearest_mode", s(c.nearest)}});
@@ -380,9 +381,16 @@ Result<Case> build_case(const std::string& pattern, int variant, uint64_t seed) 
       TESSERA_ASSIGN_OR_RETURN(Dims xd, b.dims_of(x));
       if (xd.size() < 2) return unimplemented("BatchNormalization follows an op whose output has no channel axis");
       x = batchnorm(b, x, xd[1]);
+    } else if (op == "Concat") {
+      // The previous output, then a graph input with 1 + variant channels, along axis 1.
+      TESSERA_ASSIGN_OR_RETURN(Dims xd, b.dims_of(x));
+      if (xd.size() < 2) return unimplemented("Concat follows an op whose output has no channel axis");
+      Dims yd = xd;
+      yd[1] = 1 + variant;
+      x = b.node("Concat", {x, b.input(yd)}, {{"axis", i(1)}});
     } else {
-      return unimplemented("op '" + op + "' cannot follow another op in a harness pattern (only elementwise and "
-                           "BatchNormalization ops can)");
+      return unimplemented("op '" + op + "' cannot follow another op in a harness pattern (only elementwise, "
+                           "BatchNormalization and Concat ops can)");
     }
     tol = std::max(tol, tolerance_of(op));
   }

@@ -4,7 +4,8 @@
 //
 // A pattern is a chain: the first op (the head) makes its own inputs; every later op (a tail)
 // takes the previous op's output as input 0. A binary tail takes its other operand from a graph
-// input of the same shape, a per-channel constant or a scalar constant, by variant.
+// input of the same shape, a per-channel constant or a scalar constant, by variant; a Concat tail
+// appends a graph input of 1 + variant channels along axis 1.
 #pragma once
 
 #include <cstdint>

@@ -506,6 +506,10 @@ TEST(NativeDeconv, OverlappingTapsMatchTheReference) {
   }
 }
 
+// The row kernel (simd_deconv.h) through the whole kernel: odd widths whose last vector is
+// partial on every ISA (16, 8 * 3 pixels per tile), KW = 1, 2, 4 (interleaved stores) and 3, 5
+// (stored float by float), KH != KW, column counts that leave a narrower last block (of 8, 4 or
+// 2 columns), one input channel, one pixel per row; with and without bias.
 TEST(NativeDeconv, KernelEqualToStrideMatchesTheReference) {
   struct Case {
     Dims x;
@@ -513,11 +517,16 @@ TEST(NativeDeconv, KernelEqualToStrideMatchesTheReference) {
     bool bias;
   };
   const std::vector<Case> cases = {
-      {{1, 24, 7, 9}, 24, 2, 2, false}, {{2, 5, 3, 33}, 1, 2, 2, true}, {{1, 3, 4, 5}, 4, 3, 1, true},
-      {{1, 40, 1, 300}, 7, 1, 3, false}, {{1, 8, 20, 20}, 16, 4, 4, true},
+      {{1, 24, 7, 9}, 24, 2, 2, false}, {{2, 5, 3, 33}, 1, 2, 2, true},  {{1, 3, 4, 5}, 4, 3, 1, true},
+      {{1, 40, 1, 300}, 7, 1, 3, false}, {{1, 8, 20, 20}, 16, 4, 4, true}, {{1, 5, 3, 37}, 3, 2, 2, true},
+      {{2, 7, 4, 37}, 13, 2, 2, false},  {{1, 6, 4, 37}, 5, 3, 1, true},   {{1, 4, 5, 19}, 3, 2, 3, false},
+      {{1, 8, 6, 23}, 7, 1, 4, true},    {{1, 3, 2, 45}, 2, 4, 4, false},  {{1, 7, 5, 50}, 2, 3, 2, true},
+      {{1, 3, 9, 1}, 4, 2, 2, true},     {{1, 1, 6, 70}, 6, 2, 2, false},  {{1, 9, 3, 64}, 5, 2, 2, true},
+      {{1, 2, 3, 17}, 3, 1, 5, true},    {{1, 16, 2, 33}, 1, 1, 1, false}, {{3, 12, 2, 8}, 12, 2, 1, true},
   };
   for (const Case& c : cases) {
     TestGraph t;
+    t.seed = 100 + static_cast<uint64_t>(c.x[3] * 7 + c.oc);
     int y = deconv(t, t.input(c.x), c.x[1], c.oc, c.kh, c.kw, c.bias);
     t.finish({y});
     expect_matches_ref(t, 1e-5, "ConvTranspose " + dims_to_string(c.x) + " oc " + std::to_string(c.oc) + " k " +
@@ -548,6 +557,71 @@ TEST(NativeDeconv, FoldsAffineNodesAndRunsTheTail) {
     int z = t.op("Relu", {t.op("Add", {y, t.constant({1, 5, 1, 1})})});
     t.finish({z, y});
     expect_matches_ref(t, 1e-5, "ConvTranspose exported, Add+Relu tail");
+  }
+}
+
+// The detection head's two ConvTransposes at full size (PP-OCRv4 det, 640 x 640 input), with
+// their tails: bias Add + BatchNormalization + Relu (the Relu runs as the row kernel's clamp),
+// and bias Add + Sigmoid.
+TEST(NativeDeconv, DetectionHeadShapesMatchTheReference) {
+  {
+    TestGraph t;
+    t.seed = 7;
+    int y = deconv(t, t.input({1, 24, 160, 160}), 24, 24, 2, 2, false);
+    y = t.op("Relu", {batch_norm(t, t.op("Add", {y, t.constant({1, 24, 1, 1})}), 24)});
+    t.finish({y});
+    expect_matches_ref(t, 1e-5, "1x24x160x160 -> 24, Add+BatchNormalization+Relu");
+  }
+  {
+    TestGraph t;
+    t.seed = 8;
+    int y = deconv(t, t.input({1, 24, 320, 320}), 24, 1, 2, 2, false);
+    y = t.op("Sigmoid", {t.op("Add", {y, t.constant({1, 1, 1, 1})})});
+    t.finish({y});
+    expect_matches_ref(t, 1e-5, "1x24x320x320 -> 1, Add+Sigmoid");
+  }
+}
+
+// A Relu or Clip that alone reads the ConvTranspose's (folded) output runs as the row kernel's
+// clamp, with or without a tail after it; one whose input is also read elsewhere stays in the
+// tail.
+TEST(NativeDeconv, ReluAndClipAfterTheFoldedNodes) {
+  const auto scalar = [](TestGraph& t, float v) { return t.constant(Tensor::scalar<float>(v)); };
+  {  // Clip(0, 6) after a BatchNormalization, odd width
+    TestGraph t;
+    int y = deconv(t, t.input({1, 6, 5, 29}), 6, 4, 2, 2, true);
+    y = t.op("Clip", {batch_norm(t, y, 4), scalar(t, 0.f), scalar(t, 6.f)});
+    t.finish({y});
+    expect_matches_ref(t, 1e-5, "ConvTranspose+BatchNormalization+Clip");
+  }
+  {  // Clip with only an upper bound, KW = 3
+    TestGraph t;
+    int y = deconv(t, t.input({1, 5, 3, 21}), 5, 3, 2, 3, true);
+    y = t.op("Clip", {y, kNoValue, scalar(t, 0.5f)});
+    t.finish({y});
+    expect_matches_ref(t, 1e-5, "ConvTranspose+Clip(max only)");
+  }
+  {  // Relu, then more tail that reads the Relu's output twice; two outputs
+    TestGraph t;
+    int y = deconv(t, t.input({2, 8, 4, 19}), 8, 5, 2, 2, false);
+    int r = t.op("Relu", {t.op("Mul", {y, t.constant({1, 5, 1, 1})})});
+    int z = t.op("Sigmoid", {t.op("Mul", {r, r})});
+    t.finish({z, r});
+    expect_matches_ref(t, 1e-5, "ConvTranspose+Mul+Relu, Mul+Sigmoid after");
+  }
+  {  // Relu of a value the tail also reads: the Relu stays in the tail
+    TestGraph t;
+    int y = deconv(t, t.input({1, 4, 3, 40}), 4, 3, 1, 4, true);
+    int z = t.op("Add", {t.op("Relu", {y}), y});
+    t.finish({z});
+    expect_matches_ref(t, 1e-5, "ConvTranspose, Relu(y) + y");
+  }
+  {  // Relu of the ConvTranspose's exported output: nothing folds
+    TestGraph t;
+    int y = deconv(t, t.input({1, 4, 3, 40}), 4, 3, 2, 2, true);
+    int z = t.op("Relu", {y});
+    t.finish({z, y});
+    expect_matches_ref(t, 1e-5, "ConvTranspose exported, Relu");
   }
 }
 

@@ -1,22 +1,26 @@
-// ConvTranspose as SGEMM (C = every tap of every input pixel) plus a scatter of C into the
-// output, and inference BatchNormalization.
+// ConvTranspose and inference BatchNormalization.
 //
-// With kernel == stride (no padding or dilation) a ConvTranspose writes disjoint KH x KW tiles: y[n, oc, h*KH + kh, w*KW + kw] =
-// sum_ic x[n, ic, h, w] * W[ic, oc, kh, kw]. With the pixels of a block of rows as the rows of A
-// (A(p, ic) = x[n, ic, p], a column-major view of NCHW data) and W as a constant [IC, OC*KH*KW]
-// B (packed once), C[p, (oc, kh, kw)] holds every tile of those pixels. C lives in the thread's
-// scratch; its KW-wide pieces are copied to their rows of y, and the elementwise tail runs on
-// the finished rows while they are in cache. Other ConvTransposes (overlapping, padded or
-// dilated taps) compute C for a whole image, then add each output pixel's taps plane by plane.
-// Per-channel affine nodes right after the
-// ConvTranspose (its bias Add, a BatchNormalization) are folded into W and the bias first.
+// With kernel == stride (no padding or dilation) a ConvTranspose writes disjoint KH x KW tiles:
+// y[n, oc, h*KH + kh, w*KW + kw] = sum_ic x[n, ic, h, w] * W[ic, oc, kh, kw]. The ISA's
+// deconv_row (simd_deconv.h) computes every tile of one input row in registers, straight from
+// x's channel rows, and stores each (oc, kh) output row interleaved; tasks of a few input rows
+// then run the elementwise tail on their output rows while they are in cache. Other
+// ConvTransposes (overlapping, padded or dilated taps) compute C = every tap of every input
+// pixel by SGEMM (A(p, ic) = x[n, ic, p], a column-major view of NCHW data; W as a constant
+// [IC, OC*KH*KW] B) for a whole image, then add each output pixel's taps plane by plane.
+// Per-channel affine nodes right after the ConvTranspose (its bias Add, a BatchNormalization)
+// are folded into W and the bias first; with kernel == stride, a Relu or Clip after them becomes
+// the row kernel's clamp.
 #include "backends/native/deconv_kernels.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <optional>
+#include <tuple>
+#include <utility>
 
 #include "backends/native/conv_common.h"
+#include "backends/native/eltwise_compile.h"
 #include "backends/native/kernel_io.h"
 #include "backends/native/sgemm.h"
 
@@ -73,11 +77,30 @@ Result<DeconvShape> deconv_shape(const Graph& g, const Node& node) {
   return s;
 }
 
-// A ConvTranspose group: its shape and the affine nodes and tail around it.
+// A ConvTranspose group: its shape, the affine nodes and tail around it, and the bounds of a
+// Relu or Clip the row kernel applies itself.
 struct DeconvPlan {
   DeconvShape shape{};
   AffineTailPlan affine;
+  std::optional<std::pair<float, float>> clamp;
 };
+
+// A Relu or Clip that alone reads the folded value becomes the clamp (the tail would read and
+// write every output element once more for it); the value the kernel computes is then its output.
+void fold_clamp(const SubGraph& sg, DeconvPlan& p) {
+  const Graph& g = sg.graph();
+  AffineTailPlan& a = p.affine;
+  const std::vector<int>& outputs = sg.outputs();
+  const std::vector<int>& readers = g.value(a.folded_value).consumers;
+  const bool exported = std::find(outputs.begin(), outputs.end(), a.folded_value) != outputs.end();
+  if (exported || readers.size() != 1) return;
+  const auto it = std::find(a.tail.begin(), a.tail.end(), readers[0]);
+  if (it == a.tail.end() || g.node(*it).inputs[0] != a.folded_value) return;
+  p.clamp = clamp_bounds(g, g.node(*it));
+  if (!p.clamp) return;
+  a.folded_value = g.node(*it).outputs[0];
+  a.tail.erase(it);
+}
 
 Result<DeconvPlan> plan_deconv(const SubGraph& sg) {
   const Graph& g = sg.graph();
@@ -86,6 +109,7 @@ Result<DeconvPlan> plan_deconv(const SubGraph& sg) {
   TESSERA_ASSIGN_OR_RETURN(p.shape, deconv_shape(g, g.node(anchor)));
   const DeconvShape& s = p.shape;
   TESSERA_ASSIGN_OR_RETURN(p.affine, plan_affine_tail(sg, anchor, {s.n, s.oc, s.oh(), s.ow()}));
+  if (s.tiles()) fold_clamp(sg, p);
   return p;
 }
 
@@ -103,10 +127,12 @@ class DeconvKernel final : public Kernel {
     const float* w = g.value(anchor.inputs[1]).constant->data<float>();
     std::vector<float> scaled(s.ic * cols);
     for (int64_t i = 0; i < s.ic * cols; ++i) scaled[i] = w[i] * plan_.affine.scale[(i % cols) / tile];
-    packed_w_ = std::make_unique<ScratchBuffer>(packed_b_floats(s.ic, cols, isa_.gemm_nr));
-    pack_b(scaled.data(), cols, 1, s.ic, cols, isa_.gemm_nr, packed_w_->data());
-    column_bias_.resize(cols);
-    for (int64_t j = 0; j < cols; ++j) column_bias_[j] = plan_.affine.shift[j / tile];
+    if (s.tiles()) {
+      pack_row_kernel(scaled);
+    } else {
+      packed_w_ = std::make_unique<ScratchBuffer>(packed_b_floats(s.ic, cols, isa_.gemm_nr));
+      pack_b(scaled.data(), cols, 1, s.ic, cols, isa_.gemm_nr, packed_w_->data());
+    }
     return tail_.init(sg, plan_.affine);
   }
 
@@ -123,41 +149,37 @@ class DeconvKernel final : public Kernel {
     return Status();
   }
 
-  // Kernel == stride: tasks of `rows` input rows (a C of about 256 pixels), at least a few per
-  // thread; each task's C goes straight to its own output rows.
+  // Kernel == stride: tasks of `rows` input rows (about 192 KiB of input and output, so that
+  // the tail finds the output in L2), at least a few per thread.
   void run_tiles(const float* x, float* yp, const EltwiseTail::Run& tail_run, KernelRunContext& ctx) const {
     const DeconvShape& s = plan_.shape;
     const int threads = pool_threads(ctx.pool);
-    int64_t rows = std::clamp<int64_t>(256 / std::max<int64_t>(1, s.w), 1, s.h);
-    while (rows > 1 && s.n * ceil_div(s.h, rows) < 4 * threads) rows = (rows + 1) / 2;
-    const int64_t per_image = ceil_div(s.h, rows), cols = s.oc * s.kh * s.kw;
     const int64_t oh = s.oh(), ow = s.ow();
+    const int64_t row_bytes = (s.ic * s.w + s.oc * s.kh * ow) * int64_t{sizeof(float)};
+    int64_t rows = std::clamp<int64_t>((192 << 10) / row_bytes, 1, s.h);
+    while (rows > 1 && s.n * ceil_div(s.h, rows) < 4 * threads) rows = (rows + 1) / 2;
+    const int64_t per_image = ceil_div(s.h, rows);
     parallel(ctx.pool, s.n * per_image, 1, [&](int64_t t0, int64_t t1) {
-      ScratchBuffer c(rows * s.w * cols);
       ScratchBuffer scratch(tail_.scratch_floats());
-      GemmHooks hooks;
-      hooks.init = [&](int64_t, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float*) {
-        for (int64_t r = m0; r < m1; ++r)
-          std::memcpy(c.data() + r * cols + n0, column_bias_.data() + n0, (n1 - n0) * sizeof(float));
-      };
+      DeconvRowArgs a{};
+      a.channels = s.ic;
+      a.channel_stride = s.h * s.w;
+      a.width = s.w;
+      a.weights = row_weights_.data();
+      a.bias = row_bias_.data();
+      a.columns = s.oc * s.kh * s.kw;
+      a.column_offsets = column_offsets_.data();
+      a.kw = s.kw;
+      a.clamp = plan_.clamp.has_value();
+      if (a.clamp) std::tie(a.lo, a.hi) = *plan_.clamp;
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t n = t / per_image, h0 = (t % per_image) * rows, h1 = std::min(s.h, h0 + rows);
-        GemmShape gs;
-        gs.m = (h1 - h0) * s.w;
-        gs.n = cols;
-        gs.k = s.ic;
-        gs.a_rs = 1;
-        gs.a_cs = s.h * s.w;
-        gs.ldc = cols;
-        gs.b_packed = true;
-        sgemm_batched(isa_, gs, {GemmOperands{x + n * s.ic * s.h * s.w + h0 * s.w, packed_w_->data(), c.data()}},
-                      hooks, nullptr);
+        for (int64_t h = h0; h < h1; ++h) {
+          a.in = x + (n * s.ic * s.h + h) * s.w;
+          a.out = yp + n * s.oc * oh * ow + h * s.kh * ow;
+          isa_.deconv_row(a);
+        }
         for (int64_t oc = 0; oc < s.oc; ++oc) {
-          float* plane = yp + (n * s.oc + oc) * oh * ow;
-          for (int64_t kh = 0; kh < s.kh; ++kh)
-            for (int64_t h = h0; h < h1; ++h)
-              scatter_row(c.data() + (h - h0) * s.w * cols + (oc * s.kh + kh) * s.kw, cols,
-                          plane + (h * s.kh + kh) * ow);
           const int64_t begin = (n * s.oc + oc) * oh * ow + h0 * s.kh * ow;
           tail_.apply(isa_, tail_run, begin, begin + (h1 - h0) * s.kh * ow, scratch.data());
         }
@@ -219,23 +241,30 @@ class DeconvKernel final : public Kernel {
   }
 
  private:
-  // One output row: for each input pixel w, its KW values (C's row w, from `src`) at w * KW.
-  void scatter_row(const float* src, int64_t ldc, float* dst) const {
-    const int64_t width = plan_.shape.w, kw = plan_.shape.kw;
-    if (kw == 2) {
-      for (int64_t w = 0; w < width; ++w) std::memcpy(dst + 2 * w, src + w * ldc, 2 * sizeof(float));
-    } else if (kw == 1) {
-      for (int64_t w = 0; w < width; ++w) dst[w] = src[w * ldc];
-    } else {
-      for (int64_t w = 0; w < width; ++w) std::memcpy(dst + w * kw, src + w * ldc, kw * sizeof(float));
+  // The folded weights `scaled` ([IC][columns]) in the row kernel's blocks of
+  // deconv_col_block columns ([block][IC][block columns], zero past the last column), the bias
+  // per column, and where each column's pixel 0 goes.
+  void pack_row_kernel(const std::vector<float>& scaled) {
+    const DeconvShape& s = plan_.shape;
+    const int64_t cols = s.oc * s.kh * s.kw, tile = s.kh * s.kw, block = isa_.deconv_col_block;
+    const int64_t padded = ceil_div(cols, block) * block;
+    row_weights_.assign(padded * s.ic, 0.0f);
+    row_bias_.assign(padded, 0.0f);
+    column_offsets_.resize(cols);
+    for (int64_t j = 0; j < cols; ++j) {
+      for (int64_t c = 0; c < s.ic; ++c)
+        row_weights_[((j / block) * s.ic + c) * block + j % block] = scaled[c * cols + j];
+      row_bias_[j] = plan_.affine.shift[j / tile];
+      column_offsets_[j] = (j / tile) * s.oh() * s.ow() + (j / s.kw % s.kh) * s.ow() + j % s.kw;
     }
   }
 
   const IsaKernels& isa_;
   DeconvPlan plan_;
   ValueSource x_;
-  std::unique_ptr<ScratchBuffer> packed_w_;
-  std::vector<float> column_bias_;
+  std::unique_ptr<ScratchBuffer> packed_w_;            // overlapping taps: SGEMM's B
+  std::vector<float> row_weights_, row_bias_;         // kernel == stride: deconv_row's blocks
+  std::vector<int64_t> column_offsets_;
   EltwiseTail tail_;
 };
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <tuple>
 
 namespace tessera::native {
 namespace {
@@ -179,6 +180,22 @@ void fuse_clamps(std::vector<EwInstr>& code, std::map<int, int>& produced,
 
 }  // namespace
 
+std::optional<std::pair<float, float>> clamp_bounds(const Graph& g, const Node& node) {
+  if (!node.domain.empty()) return std::nullopt;
+  if (node.op_type == "Relu") return std::make_pair(0.0f, std::numeric_limits<float>::infinity());
+  if (node.op_type != "Clip") return std::nullopt;
+  float lo = std::numeric_limits<float>::lowest(), hi = std::numeric_limits<float>::max();
+  if (node.opset < 11)
+    return std::make_pair(node.attr_float("min", lo), node.attr_float("max", hi));
+  for (size_t i = 1; i < node.inputs.size() && i < 3; ++i) {
+    if (node.inputs[i] == kNoValue) continue;
+    const std::optional<float> bound = scalar_constant(g, node.inputs[i]);
+    if (!bound) return std::nullopt;
+    (i == 1 ? lo : hi) = *bound;
+  }
+  return std::make_pair(lo, hi);
+}
+
 const std::vector<std::string>& eltwise_op_types() {
   static const std::vector<std::string> types = [] {
     std::vector<std::string> v;
@@ -304,19 +321,7 @@ Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& node
         p0 = node.attr_float("alpha", 0.2f);
         p1 = node.attr_float("beta", 0.5f);
       }
-      if (op == EwOp::kClip) {
-        p0 = std::numeric_limits<float>::lowest();
-        p1 = std::numeric_limits<float>::max();
-        if (node.opset < 11) {
-          p0 = node.attr_float("min", p0);
-          p1 = node.attr_float("max", p1);
-        } else {
-          if (node.inputs.size() > 1 && node.inputs[1] != kNoValue)
-            p0 = *scalar_constant(g, node.inputs[1]);
-          if (node.inputs.size() > 2 && node.inputs[2] != kNoValue)
-            p1 = *scalar_constant(g, node.inputs[2]);
-        }
-      }
+      if (op == EwOp::kClip) std::tie(p0, p1) = *clamp_bounds(g, node);
       result = emit(op, operand(node, 0), -1, p0, p1);
     }
     produced[node.outputs[0]] = result;

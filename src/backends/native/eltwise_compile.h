@@ -1,7 +1,9 @@
 // From graph nodes to an EltwiseProgram, and the kernel that runs one over the session's pool.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/backend.h"
@@ -17,6 +19,11 @@ bool is_eltwise_op(const std::string& op_type);
 // Whether node n (an elementwise op) can be part of a program: dtypes, static shapes, constant
 // Clip bounds, no legacy broadcasting. The reason when not.
 Status check_eltwise_node(const Graph& g, int n);
+
+// Relu as [0, inf] and Clip as its bounds (attributes before opset 11, else constant inputs;
+// float's lowest / max when absent): y = min(max(x, lo), hi) as simd clip() computes it, NaN
+// kept. nullopt for any other node.
+std::optional<std::pair<float, float>> clamp_bounds(const Graph& g, const Node& node);
 
 // A compiled program and, per program input, the graph value it reads.
 struct EltwisePlan {

@@ -40,6 +40,22 @@ struct ConvRowArgs {
   int64_t width;     // output pixels; loads may read up to width rounded up to 16 (+ the taps)
 };
 
+// One input row of a ConvTranspose whose kernel equals its stride (see simd_deconv.h): every
+// column j = (oc, kh, kw) of every input pixel w < width, stored at
+// out[column_offsets[j] + w * kw] (column_offsets[j] = oc * OH * OW + kh * OW + kw).
+struct DeconvRowArgs {
+  const float* in;  // input channel c, pixel w at in[c * channel_stride + w]; read up to width
+  int64_t channels, channel_stride, width;
+  const float* weights;  // [columns / deconv_col_block, rounded up][channels][deconv_col_block]
+  const float* bias;     // [columns rounded up to deconv_col_block]: the accumulators' start
+  int64_t columns;       // OC * KH * KW
+  const int64_t* column_offsets;  // [columns]
+  int64_t kw;
+  bool clamp;  // y = min(max(y, lo), hi) before the store (a Relu or Clip after the ConvTranspose)
+  float lo, hi;
+  float* out;
+};
+
 // The kernels for one ISA. Pointers to plain functions, so the caller needs no vector types.
 struct IsaKernels {
   Isa isa;
@@ -89,6 +105,10 @@ struct IsaKernels {
   // Direct convolution: output channels per packed weight block, and one output row of a block.
   int conv_oc_block;
   void (*conv_row)(const ConvRowArgs& args);
+
+  // ConvTranspose with kernel == stride: columns per packed weight block, and one input row.
+  int deconv_col_block;
+  void (*deconv_row)(const DeconvRowArgs& args);
 };
 
 // The kernels of `isa`, or the scalar ones when this CPU cannot run it.

@@ -79,6 +79,12 @@ struct Avx2 {
                                          _mm256_set1_epi32(0x3f000000));
     m = _mm256_castsi256_ps(mant);
   }
+  // lo = a0 b0 a1 b1 a2 b2 a3 b3, hi = a4 b4 .. a7 b7: two vectors interleaved.
+  static void zip(V a, V b, V& lo, V& hi) {
+    const V l = _mm256_unpacklo_ps(a, b), h = _mm256_unpackhi_ps(a, b);
+    lo = _mm256_permute2f128_ps(l, h, 0x20);
+    hi = _mm256_permute2f128_ps(l, h, 0x31);
+  }
   static float hsum(V a) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -94,6 +100,7 @@ struct Avx2 {
 // (order matters: the interpreter and row kernels use the math templates)
 #include "backends/native/simd_eltwise.h"
 #include "backends/native/simd_conv.h"
+#include "backends/native/simd_deconv.h"
 #include "backends/native/simd_gemm.h"
 #include "backends/native/simd_rows.h"
 #include "backends/native/simd_llm.h"
@@ -103,8 +110,10 @@ namespace tessera::native {
 
 const IsaKernels& avx2_kernels() {
   // 6 x 16: 12 accumulators, 2 B vectors and a broadcast A value in the 16 ymm registers.
-  // Conv: 6 channels x 16 pixels, 12 accumulators.
-  static const IsaKernels k = simd::with_conv<Avx2, 6, 2>(simd::make_kernels<Avx2, 6, 2>(Isa::kAvx2));
+  // Conv: 6 channels x 16 pixels, 12 accumulators. ConvTranspose: 4 columns x 24 input pixels
+  // (a multiple of 4 keeps KW = 4 groups whole), 12 accumulators.
+  static const IsaKernels k = simd::with_deconv<Avx2, 4, 12>(
+      simd::with_conv<Avx2, 6, 2>(simd::make_kernels<Avx2, 6, 2>(Isa::kAvx2)));
   return k;
 }
 

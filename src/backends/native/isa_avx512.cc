@@ -72,6 +72,14 @@ struct Avx512 {
     m = _mm512_getmant_ps(x, _MM_MANT_NORM_p5_1, _MM_MANT_SIGN_zero);
     e = _mm512_add_ps(_mm512_getexp_ps(x), _mm512_set1_ps(1.0f));
   }
+  // lo = a0 b0 a1 b1 .. a7 b7, hi = a8 b8 .. a15 b15: two vectors interleaved.
+  static void zip(V a, V b, V& lo, V& hi) {
+    const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i second =
+        _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    lo = _mm512_permutex2var_ps(a, first, b);
+    hi = _mm512_permutex2var_ps(a, second, b);
+  }
   static float hsum(V a) { return _mm512_reduce_add_ps(a); }
 };
 
@@ -82,6 +90,7 @@ struct Avx512 {
 // (order matters: the interpreter and row kernels use the math templates)
 #include "backends/native/simd_eltwise.h"
 #include "backends/native/simd_conv.h"
+#include "backends/native/simd_deconv.h"
 #include "backends/native/simd_gemm.h"
 #include "backends/native/simd_rows.h"
 #include "backends/native/simd_llm.h"
@@ -91,8 +100,10 @@ namespace tessera::native {
 
 const IsaKernels& avx512_kernels() {
   // 14 x 32: 28 accumulators, 2 B vectors and a broadcast A value fill the 32 zmm registers.
-  // Conv: 12 output channels x 32 pixels, 24 accumulators.
-  static const IsaKernels k = simd::with_conv<Avx512, 12, 2>(simd::make_kernels<Avx512, 14, 2>(Isa::kAvx512));
+  // Conv: 12 output channels x 32 pixels, 24 accumulators. ConvTranspose: 12 columns x 32 input
+  // pixels (4 columns x 64 pixels for a 1-channel output), 24 accumulators.
+  static const IsaKernels k = simd::with_deconv<Avx512, 12, 24>(
+      simd::with_conv<Avx512, 12, 2>(simd::make_kernels<Avx512, 14, 2>(Isa::kAvx512)));
   return k;
 }
 

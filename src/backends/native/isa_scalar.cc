@@ -54,6 +54,7 @@ struct Scalar {
     m = std::frexp(x, &ei);
     e = static_cast<float>(ei);
   }
+  static void zip(V a, V b, V& lo, V& hi) { lo = a, hi = b; }  // a0 b0
   static float hsum(V a) { return a; }
 };
 
@@ -64,6 +65,7 @@ struct Scalar {
 // (order matters: the interpreter and row kernels use the math templates)
 #include "backends/native/simd_eltwise.h"
 #include "backends/native/simd_conv.h"
+#include "backends/native/simd_deconv.h"
 #include "backends/native/simd_gemm.h"
 #include "backends/native/simd_rows.h"
 #include "backends/native/simd_llm.h"
@@ -72,7 +74,9 @@ struct Scalar {
 namespace tessera::native {
 
 const IsaKernels& scalar_kernels() {
-  static const IsaKernels k = simd::with_conv<Scalar, 4, 4>(simd::make_kernels<Scalar, 4, 4>(Isa::kScalar));
+  // ConvTranspose: 8 columns x 1 pixel (see deconv_block in simd_deconv.h).
+  static const IsaKernels k = simd::with_deconv<Scalar, 8, 8>(
+      simd::with_conv<Scalar, 4, 4>(simd::make_kernels<Scalar, 4, 4>(Isa::kScalar)));
   return k;
 }
 

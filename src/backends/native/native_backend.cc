@@ -6,6 +6,7 @@
 #include "backends/native/conv_kernels.h"
 #include "backends/native/deconv_kernels.h"
 #include "backends/native/eltwise_compile.h"
+#include "backends/native/gather_kernels.h"
 #include "backends/native/gemm_kernels.h"
 #include "backends/native/isa.h"
 #include "backends/native/llm_kernels.h"
@@ -25,6 +26,7 @@ Status native_supports(const Graph& g, int n) {
   if (is_deconv_op(op)) return check_deconv_node(g, n);
   if (is_conv_op(op)) return check_conv_node(g, n);
   if (op == "BatchNormalization") return check_batch_norm_node(g, n);
+  if (is_gather_op(op)) return check_gather_node(g, n);
   return unimplemented("native has no kernel for " + op);
 }
 
@@ -32,6 +34,8 @@ Status native_accepts(const SubGraph& sg) {
   const Graph& g = sg.graph();
   if (sg.size() == 1) return native_supports(g, sg.nodes().first());
   bool has_gemm = false;
+  for (int n : sg.nodes())
+    if (is_gather_op(g.node(n).op_type)) return check_gather_group(sg);
   for (int n : sg.nodes()) {
     if (is_deconv_op(g.node(n).op_type)) return check_deconv_group(sg);
     if (is_conv_op(g.node(n).op_type)) return check_conv_group(sg);
@@ -65,6 +69,8 @@ Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKern
   TESSERA_RETURN_IF_ERROR(native_accepts(sg));
   const Graph& g = sg.graph();
   if (sg.size() == 1 && is_llm_op(g.node(sg.nodes().first()))) return compile_llm_kernel(sg, isa);
+  for (int n : sg.nodes())
+    if (is_gather_op(g.node(n).op_type)) return compile_gather_kernel(sg, isa);
   for (int n : sg.nodes()) {
     if (is_gemm_op(g.node(n).op_type)) return compile_gemm_kernel(sg, isa);
     if (is_deconv_op(g.node(n).op_type)) return compile_deconv_kernel(sg, isa);
@@ -92,6 +98,7 @@ const char* const kFusedChains[] = {
     "ConvTranspose+BatchNormalization+Relu", "ConvTranspose+Relu",
     "Conv+Relu", "Conv+Add", "Conv+Add+Relu", "Conv+Add+Clip", "Conv+BatchNormalization",
     "Conv+BatchNormalization+Relu", "Conv+HardSigmoid+Mul", "Conv+Sigmoid+Mul", "Conv+HardSwish",
+    "Resize+Concat",
 };
 
 class NativeBackend final : public Backend {
@@ -101,7 +108,7 @@ class NativeBackend final : public Backend {
     // The revision is part of every cost database key of this backend: raise it when what the
     // kernels accept or how fast they run changes, so that costs measured before (a group once
     // refused, a slower kernel) are measured again instead of read back.
-    return std::string("tessera native r3 (") + native::isa_name(native::best_isa()) + ")";
+    return std::string("tessera native r4 (") + native::isa_name(native::best_isa()) + ")";
   }
   Status available() const override { return Status(); }  // the scalar kernels run anywhere
   FusionStyle fusion_style() const override { return FusionStyle::kTvmLike; }
@@ -111,7 +118,8 @@ class NativeBackend final : public Backend {
   std::vector<std::string> claimed_patterns() const override {
     std::vector<std::string> p = native::eltwise_op_types();
     for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "Softmax", "LayerNormalization",
-                           "MatMul", "Gemm", "Conv", "ConvTranspose", "BatchNormalization"}) {
+                           "MatMul", "Gemm", "Conv", "ConvTranspose", "BatchNormalization",
+                           "Resize", "Concat", "GlobalAveragePool"}) {
       p.push_back(op);
     }
     for (const char* chain : kFusedChains) p.push_back(chain);

@@ -10,7 +10,7 @@ namespace tessera::native {
 // supports() of one node.
 Status native_supports(const Graph& g, int n);
 // Single supported nodes; elementwise groups of one output shape; one MatMul / Gemm with an
-// elementwise tail of its output shape.
+// elementwise tail of its output shape; a Concat with nearest Resizes that only it reads.
 Status native_accepts(const SubGraph& sg);
 Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKernels& isa);
 

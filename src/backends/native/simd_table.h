@@ -48,4 +48,12 @@ IsaKernels with_conv(IsaKernels k) {
   return k;
 }
 
+// The ConvTranspose row kernel's blocks: kJb columns, kAcc accumulators at most.
+template <class S, int kJb, int kAcc>
+IsaKernels with_deconv(IsaKernels k) {
+  k.deconv_col_block = kJb;
+  k.deconv_row = &deconv_row<S, kJb, kAcc>;
+  return k;
+}
+
 }  // namespace tessera::native::simd
