@@ -464,6 +464,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
       if (std::find(pv.backends.begin(), pv.backends.end(), p.backend->name()) == pv.backends.end())
         pv.backends.push_back(p.backend->name());
     pv.error = std::to_string(refined.moves) + " of " + std::to_string(refined.tried) + " moves kept";
+    result.refinement_moves = refined.log;
     SearchResult search;
     std::optional<PlanTiming> timing;
     if (refined.improved) {

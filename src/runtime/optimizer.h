@@ -74,6 +74,16 @@ struct OptimizeOptions {
   std::function<bool()> stop;  // true ends the search early (as the budget does)
 };
 
+// One move the refinement timed: the placement so far and the placement with the move, in turns.
+struct TriedMove {
+  std::string to;                 // the backend the nodes went to
+  std::string label;              // "Conv+Relu" or "Concat and 10 nodes downstream"
+  int nodes = 0;
+  double expected_saving = 0;     // from the per-node times
+  double before_seconds = -1, after_seconds = -1;  // -1: could not be built or run
+  bool kept = false;
+};
+
 // A partition of the plan as it ran inside the whole plan.
 struct PartitionTiming {
   double stored_seconds = -1;    // the cost the search used (from the cost database or this run)
@@ -102,6 +112,7 @@ struct OptimizeResult {
   std::vector<PlanVariant> variants;
   int chosen_variant = 0;
   std::vector<PartitionTiming> timings;  // by plan partition
+  std::vector<TriedMove> refinement_moves;  // the refinement's tries (none without one)
   int num_candidates = 0;
   int measured = 0;    // candidates compiled and timed in this run
   int cache_hits = 0;  // costs found in the cost database
@@ -127,6 +138,7 @@ struct Refinement {
   std::vector<Partition> partitions;  // the placement with the kept moves
   bool improved = false;              // a move was kept
   int moves = 0, tried = 0;
+  std::vector<TriedMove> log;         // in the order tried
 };
 // Outcomes of moves tried before (the optimizer keeps them in the cost database): a move found
 // losing is not tried again. `recall` answers true (kept), false (lost) or nullopt (never tried).

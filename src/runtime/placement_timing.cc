@@ -285,12 +285,21 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
     const NodeSet leaving = moved | m.nodes;
     auto carved = place_on_backend(g, base, &leaving);
     ++out.tried;
+    TriedMove tried;
+    tried.to = m.to->name();
+    tried.nodes = m.nodes.count();
+    tried.label = m.nodes.count() == 1 ? g.node(m.nodes.first()).op_type
+                                       : g.node(m.nodes.first()).op_type + " and " + std::to_string(m.nodes.count() - 1) +
+                                             " nodes downstream";
+    tried.expected_saving = m.saving;
     bool wins = false;
     if (carved.ok() && theirs.ok()) {
       std::vector<Partition> parts = *carved;
       for (const auto& k : kept) parts.insert(parts.end(), k.begin(), k.end());
       parts.insert(parts.end(), theirs->begin(), theirs->end());
       std::vector<Cost> costs = time_in_turns(g, {out.partitions, parts}, inputs, paired);
+      if (costs[0].valid) tried.before_seconds = costs[0].seconds;
+      if (costs[1].valid) tried.after_seconds = costs[1].seconds;
       wins = costs[0].valid && costs[1].valid && costs[1].seconds < costs[0].seconds * (1 - options.refine_min_gain);
       if (wins) {
         kept.push_back(*theirs);
@@ -298,6 +307,8 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
         out.partitions = std::move(parts);
       }
     }
+    tried.kept = wins;
+    out.log.push_back(std::move(tried));
     if (memory) memory->remember(m.nodes, *m.to, wins);
     if (!wins && m.nodes.count() > 1) lost_regions.push_back(&m);
   }

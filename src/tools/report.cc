@@ -180,6 +180,10 @@ std::string summary_text(const OptimizeSummary& s, const OptimizeResult& r) {
     }
     out << "\n";
   }
+  for (const TriedMove& m : r.refinement_moves)
+    if (m.kept)
+      out << "refinement kept: " << m.label << " to " << m.to << " (" << ms(m.before_seconds) << " -> "
+          << ms(m.after_seconds) << ")\n";
   if (s.remeasured_error > 0.15) {
     out << "  partitions slower or faster inside the plan than alone:";
     if (s.interacting.empty()) out << " none stands out (many small differences add up)";
@@ -333,6 +337,19 @@ Status write_report_html(const std::string& path, const Graph& g, const Optimize
         << "</td><td class=n>"
         << (v.measured_seconds >= 0 ? ms(v.measured_seconds) : html_escape(v.error)) << "</td></tr>";
     }
+    h << "</table>\n";
+  }
+  if (!r.refinement_moves.empty()) {
+    h << "<h2>Refinement moves</h2><p>Nodes of the fastest placement moved to a backend expected to run them "
+         "faster (a node alone, or a region: a node and everything downstream of it), each timed end to end in "
+         "turns with the placement so far and kept only when the model ran faster.</p>"
+         "<table><tr><th>to</th><th>nodes</th><th>expected saving</th><th>before</th><th>with the move</th>"
+         "<th></th></tr>";
+    for (const TriedMove& m : r.refinement_moves)
+      h << "<tr><td>" << html_escape(m.to) << "</td><td>" << html_escape(m.label) << "</td><td class=n>"
+        << ms(m.expected_saving) << "</td><td class=n>" << (m.before_seconds >= 0 ? ms(m.before_seconds) : "-")
+        << "</td><td class=n>" << (m.after_seconds >= 0 ? ms(m.after_seconds) : "could not run") << "</td><td>"
+        << (m.kept ? "kept" : "lost") << "</td></tr>";
     h << "</table>\n";
   }
   if (!s.interacting.empty()) {

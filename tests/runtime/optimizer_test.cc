@@ -418,6 +418,13 @@ TEST(Optimizer, RefinementMovesDownstreamRegions) {
   EXPECT_EQ(on["c"], "fast");
   ASSERT_EQ(remembered.size(), 1u);
   EXPECT_EQ(remembered[0].count(), 2);
+  // The try is logged for the report, with both end-to-end times.
+  ASSERT_EQ(r.log.size(), 1u);
+  EXPECT_TRUE(r.log[0].kept);
+  EXPECT_EQ(r.log[0].nodes, 2);
+  EXPECT_EQ(r.log[0].to, "fast");
+  EXPECT_NEAR(r.log[0].expected_saving, 0.002, 1e-9);
+  EXPECT_GT(r.log[0].before_seconds, r.log[0].after_seconds);
 }
 
 TEST(Optimizer, PlanForAnotherModelIsRefused) {
