@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/subgraph.h"
 #include "partition/plan.h"
 #include "partition/rules.h"
 #include "partition/search.h"
@@ -147,6 +148,13 @@ struct MoveMemory {
   std::function<std::optional<bool>(const NodeSet& nodes, const Backend& to)> recall;
   std::function<void(const NodeSet& nodes, const Backend& to, bool kept)> remember;
 };
+// The region of a refinement move (see refine_placement): node n and everything downstream of it,
+// when `theirs` (the other backend's expected time per node, infinity where it cannot run one)
+// covers all of it, grown upstream by producers whose consumers are all inside, that read fewer
+// bytes from outside than they write (so the boundary shrinks) and that the other backend is
+// expected to run at most 1.5 times slower than `mine`. Empty when the other backend cannot run it.
+NodeSet downstream_region(const Graph& g, const Reachability& reach, int n, const std::vector<double>& mine,
+                          const std::vector<double>& theirs);
 // `node_seconds`: each backend's expected time per node (infinity where it cannot run the node);
 // moves are tried in the order of their expected saving, within `deadline` and options.refine_*.
 Refinement refine_placement(const Graph& g, const Backend& base, const std::vector<const Backend*>& backends,

@@ -167,17 +167,21 @@ std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, c
 }
 
 namespace {
-
-struct Move {
-  NodeSet nodes;  // what leaves the base placement
-  const Backend* to;
-  double saving;  // expected, from the per-node times
-};
+// Bytes of a value of static shape (0 for a constant, which each side holds anyway).
+double value_bytes(const Graph& g, int v) {
+  const Value& val = g.value(v);
+  if (val.constant || !val.type.is_static()) return 0;
+  const std::vector<int64_t> dims = val.type.static_dims();
+  return static_cast<double>(shape_numel(dims)) * static_cast<double>(dtype_size(val.type.dtype));
+}
+}  // namespace
 
 // A region `to` may take over: node n and everything downstream of it (when `to` runs all of it),
-// grown upstream by nodes whose consumers are all inside and that `to` is expected to run at most
-// kAbsorbSlower times slower (each such node takes a boundary tensor away). Downstream-closed, so
-// nothing flows from the region back to the base placement. Empty when `to` cannot run it.
+// grown upstream by producers whose consumers are all inside, that shrink the region's boundary
+// (they read fewer bytes from outside than they write: a Resize that upsamples, a Concat of
+// upsampled tensors; not an Add of two large tensors) and that `to` is expected to run at most
+// kAbsorbSlower times slower. Downstream-closed, so nothing flows from the region back to the base
+// placement. Empty when `to` cannot run it.
 NodeSet downstream_region(const Graph& g, const Reachability& reach, int n, const std::vector<double>& mine,
                           const std::vector<double>& theirs) {
   constexpr double kAbsorbSlower = 1.5;
@@ -185,19 +189,27 @@ NodeSet downstream_region(const Graph& g, const Reachability& reach, int n, cons
   region.add(n);
   for (int m : region)
     if (!std::isfinite(theirs[m])) return NodeSet(g.num_nodes());
+  auto absorbs = [&](int p) {
+    if (!std::isfinite(theirs[p]) || !std::isfinite(mine[p]) || theirs[p] > kAbsorbSlower * mine[p]) return false;
+    double written = 0, read = 0;
+    for (int out : g.node(p).outputs) {
+      if (out == kNoValue) continue;
+      if (g.value(out).is_graph_output) return false;
+      for (int c : g.value(out).consumers)
+        if (!region.contains(c)) return false;
+      written += value_bytes(g, out);
+    }
+    for (int in : g.node(p).inputs)
+      if (in != kNoValue) read += value_bytes(g, in);
+    return read < written;
+  };
   for (bool grew = true; grew;) {
     grew = false;
     for (int m = region.first(); m >= 0; m = region.next(m)) {
       for (int v : g.node(m).inputs) {
         if (v == kNoValue) continue;
         const int p = g.value(v).producer;
-        if (p < 0 || region.contains(p) || !std::isfinite(theirs[p]) || !std::isfinite(mine[p])) continue;
-        if (theirs[p] > kAbsorbSlower * mine[p]) continue;
-        bool inside = !g.value(v).is_graph_output;
-        for (int out : g.node(p).outputs)
-          if (out != kNoValue)
-            for (int c : g.value(out).consumers) inside = inside && region.contains(c);
-        if (!inside) continue;
+        if (p < 0 || region.contains(p) || !absorbs(p)) continue;
         region.add(p);
         grew = true;
       }
@@ -206,10 +218,16 @@ NodeSet downstream_region(const Graph& g, const Reachability& reach, int n, cons
   return region;
 }
 
-double jaccard(const NodeSet& a, const NodeSet& b) {
-  const int both = (a & b).count(), either = (a | b).count();
-  return either == 0 ? 1.0 : static_cast<double>(both) / either;
-}
+namespace {
+
+struct Move {
+  NodeSet nodes;  // what leaves the base placement
+  const Backend* to;
+  double saving;  // expected, from the per-node times
+};
+
+// Nodes in one set and not the other.
+int difference(const NodeSet& a, const NodeSet& b) { return (a | b).count() - (a & b).count(); }
 
 }  // namespace
 
@@ -274,9 +292,11 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
   for (const Move& m : moves) {
     if (out.tried >= options.refine_max_tries || Clock::now() >= deadline || (options.stop && options.stop())) break;
     if (m.nodes.intersects(moved)) continue;
-    // A region much like one that lost already would lose too (regions of a chain differ by a node).
+    // A region one node away from one that lost would lose too (the regions of a chain of nodes
+    // differ by a node each); one that leaves out more (a Resize and an Add: a large boundary
+    // tensor) may not.
     const bool like_lost = std::any_of(lost_regions.begin(), lost_regions.end(), [&](const Move* l) {
-      return l->to == m.to && jaccard(l->nodes, m.nodes) > 0.9;
+      return l->to == m.to && difference(l->nodes, m.nodes) <= 1;
     });
     if (like_lost) continue;
     if (memory && memory->recall(m.nodes, *m.to) == false) continue;

@@ -427,6 +427,41 @@ TEST(Optimizer, RefinementMovesDownstreamRegions) {
   EXPECT_GT(r.log[0].before_seconds, r.log[0].after_seconds);
 }
 
+// A region grows upstream only by producers that shrink its boundary: an upsampling Resize read
+// only inside joins; an Add of two large tensors, a producer a graph output also reads, and one the
+// other backend is expected to run far slower stay out.
+TEST(Optimizer, DownstreamRegionsAbsorbProducersThatShrinkTheBoundary) {
+  TestGraph t;
+  const int small = t.input({1, 4, 2, 2}), big_a = t.input({1, 4, 8, 8}), big_b = t.input({1, 4, 8, 8});
+  const int scales = t.constant(Tensor::from_vector<float>({4}, {1, 1, 4, 4}));
+  const int up = t.op("Resize", {small, kNoValue, scales}, {{"mode", Attribute::of_string("nearest")}});
+  const int slow_up = t.op("Resize", {small, kNoValue, scales}, {{"mode", Attribute::of_string("nearest")}});
+  const int sum = t.op("Add", {big_a, big_b});
+  const int seen = t.op("Relu", {big_a});  // a graph output reads it too
+  const int cat = t.op("Concat", {up, slow_up, sum, seen}, {{"axis", Attribute::of_int(1)}});
+  const int head = t.op("Sigmoid", {cat});
+  t.finish({head, seen});
+  auto producer = [&](int v) {
+    for (int n = 0; n < t.g.num_nodes(); ++n)
+      if (t.g.node(n).outputs[0] == t.g.find_value(t.g.value(v).name).value()) return n;
+    return -1;
+  };
+  // Values keep their ids across finalize(); nodes are renumbered, so find them by output.
+  const int n_up = producer(up), n_slow = producer(slow_up), n_sum = producer(sum), n_seen = producer(seen),
+            n_cat = producer(cat), n_head = producer(head);
+  std::vector<double> mine(t.g.num_nodes(), 0.001), theirs(t.g.num_nodes(), 0.001);
+  theirs[n_slow] = 0.01;  // ten times slower there
+  Reachability reach(t.g);
+  NodeSet region = downstream_region(t.g, reach, n_cat, mine, theirs);
+  EXPECT_EQ(region, NodeSet::of(t.g.num_nodes(), {n_cat, n_head, n_up})) << region.to_string();
+  EXPECT_FALSE(region.contains(n_slow));
+  EXPECT_FALSE(region.contains(n_sum));
+  EXPECT_FALSE(region.contains(n_seen));
+  // A backend that cannot run a node downstream gets no region.
+  theirs[n_head] = std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(downstream_region(t.g, reach, n_cat, mine, theirs).empty());
+}
+
 TEST(Optimizer, PlanForAnotherModelIsRefused) {
   TestGraph a = small_net();
   TestGraph b;
