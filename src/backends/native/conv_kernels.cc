@@ -5,6 +5,8 @@
 // floats. conv_row (simd_conv.h) then computes each output row for a block of output channels
 // in registers, from weights packed [group][oc block][ic][kh][kw][oc in block] with the folded
 // affine scale, starting from the folded shift. The elementwise tail runs on the block's rows.
+// 3x3 convolutions with stride 1, one group and enough channels run as Winograd F(2x2, 3x3)
+// instead (conv_winograd.cc), with the same folding and tail.
 #include "backends/native/conv_kernels.h"
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <tuple>
 
 #include "backends/native/conv_common.h"
+#include "backends/native/conv_winograd.h"
 #include "backends/native/kernel_io.h"
 
 namespace tessera::native {
@@ -100,17 +103,42 @@ Result<ConvShape> conv_shape(const Graph& g, const Node& node) {
   return s;
 }
 
+bool winograd_applies(const ConvShape& s) {
+  return s.kh == 3 && s.kw == 3 && s.sh == 1 && s.sw == 1 && s.dh == 1 && s.dw == 1 &&
+         s.group == 1;
+}
+
+WinogradShape winograd_shape(const ConvShape& s) {
+  return WinogradShape{s.n, s.c, s.h, s.w, s.oc, s.pad_top, s.pad_left, s.oh, s.ow};
+}
+
+// Whether this Conv runs as Winograd under `algorithm`, or why it cannot.
+Result<bool> choose_winograd(const ConvShape& s, ConvAlgorithm algorithm) {
+  switch (algorithm) {
+    case ConvAlgorithm::kDirect: return false;
+    case ConvAlgorithm::kWinograd:
+      if (!winograd_applies(s))
+        return invalid_argument(
+            "Conv: Winograd needs a 3x3 kernel, stride 1, dilation 1 and one group");
+      return true;
+    case ConvAlgorithm::kAuto: break;
+  }
+  return winograd_applies(s) && winograd_pays(winograd_shape(s));
+}
+
 struct ConvPlan {
   ConvShape shape{};
   AffineTailPlan affine;
+  bool winograd = false;
 };
 
-Result<ConvPlan> plan_conv(const SubGraph& sg) {
+Result<ConvPlan> plan_conv(const SubGraph& sg, ConvAlgorithm algorithm = ConvAlgorithm::kAuto) {
   const Graph& g = sg.graph();
   TESSERA_ASSIGN_OR_RETURN(const int anchor, find_anchor(sg, "Conv"));
   ConvPlan p;
   TESSERA_ASSIGN_OR_RETURN(p.shape, conv_shape(g, g.node(anchor)));
   const ConvShape& s = p.shape;
+  TESSERA_ASSIGN_OR_RETURN(p.winograd, choose_winograd(s, algorithm));
   TESSERA_ASSIGN_OR_RETURN(p.affine, plan_affine_tail(sg, anchor, {s.n, s.oc, s.oh, s.ow}));
   return p;
 }
@@ -130,6 +158,12 @@ class ConvKernel final : public Kernel {
     const Node& anchor = g.node(plan_.affine.anchor);
     const ConvShape& s = plan_.shape;
     TESSERA_ASSIGN_OR_RETURN(x_, source_of(sg, anchor.inputs[0]));
+    if (plan_.winograd) {
+      winograd_ = std::make_unique<WinogradConv>(
+          isa_, winograd_shape(s), g.value(anchor.inputs[1]).constant->data<float>(),
+          plan_.affine.scale, plan_.affine.shift);
+      return tail_.init(sg, plan_.affine);
+    }
     const int64_t ocb = isa_.conv_oc_block, icg = s.ic_per_group(), ocg = s.oc_per_group(),
                   taps = s.kh * s.kw;
     blocks_ = ceil_div(ocg, ocb);
@@ -163,6 +197,12 @@ class ConvKernel final : public Kernel {
     TESSERA_ASSIGN_OR_RETURN(const float* x, resolve_float(x_, inputs));
     TESSERA_ASSIGN_OR_RETURN(EltwiseTail::Run r, tail_.start(inputs, ctx));
     const ConvShape& s = plan_.shape;
+    if (winograd_) {
+      winograd_->run(x, r.y.data<float>(), ctx.pool, tail_.scratch_floats(),
+                     [&](const WinogradBlock& b, float* scratch) { run_tail(r, b, scratch); });
+      tail_.finish(r, outputs);
+      return Status();
+    }
     const int threads = pool_threads(ctx.pool);
     // Blocks of output rows: a row buffer of at most ~512 KB (the L2), at least 4 tasks a thread.
     int64_t rows = std::min<int64_t>(s.oh, 8);
@@ -195,6 +235,22 @@ class ConvKernel final : public Kernel {
   }
 
  private:
+  // The tail on one finished Winograd block: per channel, its rows as one range when they are
+  // whole, else one range per row.
+  void run_tail(const EltwiseTail::Run& r, const WinogradBlock& b, float* scratch) const {
+    if (tail_.empty()) return;
+    const ConvShape& s = plan_.shape;
+    for (int64_t oc = 0; oc < s.oc; ++oc) {
+      const int64_t plane = (b.n * s.oc + oc) * s.oh * s.ow;
+      if (b.ow0 == 0 && b.ow1 == s.ow) {
+        tail_.apply(isa_, r, plane + b.oh0 * s.ow, plane + b.oh1 * s.ow, scratch);
+        continue;
+      }
+      for (int64_t oh = b.oh0; oh < b.oh1; ++oh)
+        tail_.apply(isa_, r, plane + oh * s.ow + b.ow0, plane + oh * s.ow + b.ow1, scratch);
+    }
+  }
+
   // Input rows that output rows [oh0, oh0 + rows) read.
   int64_t input_rows(int64_t rows) const {
     const ConvShape& s = plan_.shape;
@@ -282,6 +338,7 @@ class ConvKernel final : public Kernel {
   bool flat_ = false;
   int64_t phase_ = 0, row_floats_ = 0;
   std::vector<int64_t> tap_offsets_;
+  std::unique_ptr<WinogradConv> winograd_;  // instead of all the above, when planned
   EltwiseTail tail_;
 };
 
@@ -293,8 +350,14 @@ Status check_conv_node(const Graph& g, int n) { return conv_shape(g, g.node(n)).
 
 Status check_conv_group(const SubGraph& sg) { return plan_conv(sg).status(); }
 
-Result<std::unique_ptr<Kernel>> compile_conv_kernel(const SubGraph& sg, const IsaKernels& isa) {
-  TESSERA_ASSIGN_OR_RETURN(ConvPlan plan, plan_conv(sg));
+Result<bool> conv_uses_winograd(const Graph& g, int n) {
+  TESSERA_ASSIGN_OR_RETURN(const ConvShape s, conv_shape(g, g.node(n)));
+  return choose_winograd(s, ConvAlgorithm::kAuto);
+}
+
+Result<std::unique_ptr<Kernel>> compile_conv_kernel(const SubGraph& sg, const IsaKernels& isa,
+                                                    ConvAlgorithm algorithm) {
+  TESSERA_ASSIGN_OR_RETURN(ConvPlan plan, plan_conv(sg, algorithm));
   auto k = std::make_unique<ConvKernel>(isa, std::move(plan));
   TESSERA_RETURN_IF_ERROR(k->init(sg));
   return std::unique_ptr<Kernel>(std::move(k));

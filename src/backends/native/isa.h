@@ -56,6 +56,20 @@ struct DeconvRowArgs {
   float* out;
 };
 
+// The input transform of one tile row of a Winograd F(2x2, 3x3) convolution (see
+// simd_winograd.h): tile t of channel c reads rows row0 .. row0 + 3 of the channel's plane
+// (zeros for rows outside [0, height)), columns col0 + 2t .. col0 + 2t + 3 (zeros outside
+// [0, width)), and stores V[xi] of the tile to v[c * channel_stride + xi * xi_stride + t].
+// Reads nothing outside the planes' rows.
+struct WinogradInputArgs {
+  const float* in;  // channel 0's plane; channel c's at in + c * plane_stride
+  int64_t channels, plane_stride, height, width;
+  int64_t row0, col0;  // may be negative (the top and left padding)
+  int64_t tiles;
+  float* v;
+  int64_t channel_stride, xi_stride;
+};
+
 // The kernels for one ISA. Pointers to plain functions, so the caller needs no vector types.
 struct IsaKernels {
   Isa isa;
@@ -109,6 +123,14 @@ struct IsaKernels {
   // ConvTranspose with kernel == stride: columns per packed weight block, and one input row.
   int deconv_col_block;
   void (*deconv_row)(const DeconvRowArgs& args);
+
+  // Winograd F(2x2, 3x3) transforms of one tile row (simd_winograd.h): V = B^T d B of every
+  // input channel (see WinogradInputArgs); Y = A^T M A + bias of one output channel from
+  // m[xi * xi_stride + tile] to output pixels [0, width) of rows y0 and y1 (y1 null: the tile
+  // row's second row is past the output).
+  void (*winograd_input_tile_row)(const WinogradInputArgs& args);
+  void (*winograd_output_tile_row)(const float* m, int64_t xi_stride, int64_t tiles, float bias,
+                                   float* y0, float* y1, int64_t width);
 };
 
 // The kernels of `isa`, or the scalar ones when this CPU cannot run it.

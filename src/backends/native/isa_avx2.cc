@@ -27,6 +27,11 @@ struct Avx2 {
   static V load(const float* p) { return _mm256_loadu_ps(p); }
   static V load_aligned(const float* p) { return _mm256_load_ps(p); }
   static V load_n(const float* p, int n) { return _mm256_maskload_ps(p, first(n)); }
+  // Lanes [begin, end) from p[begin, end) (0 <= begin, end <= W), zeros elsewhere; the other
+  // lanes' memory is not read.
+  static V load_range(const float* p, int begin, int end) {
+    return _mm256_maskload_ps(p, _mm256_andnot_si256(first(begin), first(end)));
+  }
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
   static void store_n(float* p, V v, int n) { _mm256_maskstore_ps(p, first(n), v); }
   static void stream(float* p, V v) { _mm256_stream_ps(p, v); }  // p 32-byte aligned
@@ -85,6 +90,14 @@ struct Avx2 {
     lo = _mm256_permute2f128_ps(l, h, 0x20);
     hi = _mm256_permute2f128_ps(l, h, 0x31);
   }
+  // even = a0 a2 a4 a6 b0 b2 b4 b6, odd = a1 a3 .. b7: zip's inverse.
+  static void unzip(V a, V b, V& even, V& odd) {
+    // per 128-bit lane a0 a2 b0 b2 | a4 a6 b4 b6, then the 64-bit pairs in order 0 2 1 3
+    const V e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+    const V o = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+    odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
+  }
   static float hsum(V a) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -104,6 +117,7 @@ struct Avx2 {
 #include "backends/native/simd_gemm.h"
 #include "backends/native/simd_rows.h"
 #include "backends/native/simd_llm.h"
+#include "backends/native/simd_winograd.h"
 #include "backends/native/simd_table.h"
 
 namespace tessera::native {

@@ -31,6 +31,11 @@ struct Avx512 {
   static V load(const float* p) { return _mm512_loadu_ps(p); }
   static V load_aligned(const float* p) { return _mm512_load_ps(p); }
   static V load_n(const float* p, int n) { return _mm512_maskz_loadu_ps(first(n), p); }
+  // Lanes [begin, end) from p[begin, end) (0 <= begin, end <= W), zeros elsewhere; the other
+  // lanes' memory is not read.
+  static V load_range(const float* p, int begin, int end) {
+    return _mm512_maskz_loadu_ps(static_cast<M>(first(end) & ~first(begin)), p);
+  }
   static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
   static void store_n(float* p, V v, int n) { _mm512_mask_storeu_ps(p, first(n), v); }
   // Non-temporal store (p 64-byte aligned); fence() orders these before later stores.
@@ -80,6 +85,15 @@ struct Avx512 {
     lo = _mm512_permutex2var_ps(a, first, b);
     hi = _mm512_permutex2var_ps(a, second, b);
   }
+  // even = a0 a2 .. a14 b0 b2 .. b14, odd = a1 a3 .. b15: zip's inverse.
+  static void unzip(V a, V b, V& even, V& odd) {
+    const __m512i evens =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odds =
+        _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    even = _mm512_permutex2var_ps(a, evens, b);
+    odd = _mm512_permutex2var_ps(a, odds, b);
+  }
   static float hsum(V a) { return _mm512_reduce_add_ps(a); }
 };
 
@@ -94,6 +108,7 @@ struct Avx512 {
 #include "backends/native/simd_gemm.h"
 #include "backends/native/simd_rows.h"
 #include "backends/native/simd_llm.h"
+#include "backends/native/simd_winograd.h"
 #include "backends/native/simd_table.h"
 
 namespace tessera::native {

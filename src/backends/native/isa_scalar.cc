@@ -18,6 +18,9 @@ struct Scalar {
   static V load(const float* p) { return *p; }
   static V load_aligned(const float* p) { return *p; }
   static V load_n(const float* p, int n) { return n > 0 ? *p : 0.0f; }
+  static V load_range(const float* p, int begin, int end) {
+    return begin <= 0 && end > 0 ? *p : 0.0f;
+  }
   static void store(float* p, V v) { *p = v; }
   static void store_n(float* p, V v, int n) {
     if (n > 0) *p = v;
@@ -55,6 +58,7 @@ struct Scalar {
     e = static_cast<float>(ei);
   }
   static void zip(V a, V b, V& lo, V& hi) { lo = a, hi = b; }  // a0 b0
+  static void unzip(V a, V b, V& even, V& odd) { even = a, odd = b; }
   static float hsum(V a) { return a; }
 };
 
@@ -69,6 +73,7 @@ struct Scalar {
 #include "backends/native/simd_gemm.h"
 #include "backends/native/simd_rows.h"
 #include "backends/native/simd_llm.h"
+#include "backends/native/simd_winograd.h"
 #include "backends/native/simd_table.h"
 
 namespace tessera::native {

@@ -1,7 +1,7 @@
 // tessera's own kernels as a Backend: fused elementwise / broadcast chains (one pass over
 // memory), reductions, Softmax, LayerNormalization, SGEMM for MatMul / Gemm with an
-// elementwise tail, direct Conv and ConvTranspose (affine nodes folded in, an elementwise
-// tail) and inference BatchNormalization. Vector code for AVX-512 or AVX2 is chosen at run time (see isa.h).
+// elementwise tail, direct (or Winograd) Conv and ConvTranspose (affine nodes folded in, an
+// elementwise tail) and inference BatchNormalization. Vector code for AVX-512 or AVX2 is chosen at run time (see isa.h).
 #include "backends/backend.h"
 #include "backends/native/conv_kernels.h"
 #include "backends/native/deconv_kernels.h"
@@ -108,7 +108,7 @@ class NativeBackend final : public Backend {
     // The revision is part of every cost database key of this backend: raise it when what the
     // kernels accept or how fast they run changes, so that costs measured before (a group once
     // refused, a slower kernel) are measured again instead of read back.
-    return std::string("tessera native r4 (") + native::isa_name(native::best_isa()) + ")";
+    return std::string("tessera native r5 (") + native::isa_name(native::best_isa()) + ")";
   }
   Status available() const override { return Status(); }  // the scalar kernels run anywhere
   FusionStyle fusion_style() const override { return FusionStyle::kTvmLike; }

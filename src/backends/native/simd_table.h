@@ -37,6 +37,8 @@ IsaKernels make_kernels(Isa isa) {
   k.gemm_mr = kMr;
   k.gemm_nr = kNv * S::W;
   fill_gemm_micro<S, kMr, kNv>(k, std::make_integer_sequence<int, kMr>());
+  k.winograd_input_tile_row = &winograd_input_tile_row<S>;
+  k.winograd_output_tile_row = &winograd_output_tile_row<S>;
   return k;
 }
 
