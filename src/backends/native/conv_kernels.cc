@@ -6,7 +6,9 @@
 // in registers, from weights packed [group][oc block][ic][kh][kw][oc in block] with the folded
 // affine scale, starting from the folded shift. The elementwise tail runs on the block's rows.
 // 3x3 convolutions with stride 1, one group and enough channels run as Winograd F(2x2, 3x3)
-// instead (conv_winograd.cc), with the same folding and tail.
+// instead (conv_winograd.cc), with the same folding and tail; depthwise ones (one input and one
+// output channel per group, horizontal stride 1 or 2) one channel's rows at a time through
+// depthwise_row (simd_depthwise.h).
 #include "backends/native/conv_kernels.h"
 
 #include <algorithm>
@@ -40,6 +42,11 @@ std::pair<int64_t, int64_t> same_pads(int64_t in, int64_t k, int64_t stride, int
   return upper ? std::make_pair(small, total - small) : std::make_pair(total - small, small);
 }
 
+// One input and one output channel per group, horizontal stride 1 or 2: depthwise_row.
+bool depthwise_applies(const ConvShape& s) {
+  return s.group > 1 && s.group == s.c && s.group == s.oc && s.sw <= 2;
+}
+
 Result<ConvShape> conv_shape(const Graph& g, const Node& node) {
   if (node.op_type != "Conv" || !node.domain.empty()) return unimplemented("not a Conv");
   if (node.inputs.size() < 2) return invalid_argument("Conv takes X and W");
@@ -54,10 +61,6 @@ Result<ConvShape> conv_shape(const Graph& g, const Node& node) {
   if (s.group < 1 || s.c % s.group != 0 || s.oc % s.group != 0 || w[1] * s.group != s.c)
     return invalid_argument(
         "Conv: group does not divide the channels, or W's second dim is not C / group");
-  if (s.ic_per_group() == 1 && s.group > 1)
-    return unimplemented(
-        "depthwise Conv (one input channel per group): the direct kernel's channel blocks would be "
-        "mostly empty");
   const std::vector<int64_t> kernel = {s.kh, s.kw};
   if (node.attr_ints("kernel_shape", kernel) != kernel)
     return invalid_argument("Conv: kernel_shape is not W's");
@@ -71,6 +74,10 @@ Result<ConvShape> conv_shape(const Graph& g, const Node& node) {
       std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v < 0; }))
     return invalid_argument("Conv: strides and dilations must be positive, pads not negative");
   s.sh = strides[0], s.sw = strides[1], s.dh = dil[0], s.dw = dil[1];
+  if (s.ic_per_group() == 1 && s.group > 1 && !depthwise_applies(s))
+    return unimplemented(
+        "Conv with one input channel per group but a channel multiplier or a horizontal stride "
+        "over 2: the direct kernel's channel blocks would be mostly empty");
   if (s.kh > 16 || s.kw > 16 || s.sh > 16 || s.sw > 16 || s.dh > 16 || s.dw > 16)
     return unimplemented("Conv with kernel, stride or dilation over 16");
   const std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
@@ -130,6 +137,7 @@ struct ConvPlan {
   ConvShape shape{};
   AffineTailPlan affine;
   bool winograd = false;
+  bool depthwise = false;
 };
 
 Result<ConvPlan> plan_conv(const SubGraph& sg, ConvAlgorithm algorithm = ConvAlgorithm::kAuto) {
@@ -139,6 +147,7 @@ Result<ConvPlan> plan_conv(const SubGraph& sg, ConvAlgorithm algorithm = ConvAlg
   TESSERA_ASSIGN_OR_RETURN(p.shape, conv_shape(g, g.node(anchor)));
   const ConvShape& s = p.shape;
   TESSERA_ASSIGN_OR_RETURN(p.winograd, choose_winograd(s, algorithm));
+  p.depthwise = depthwise_applies(s);
   TESSERA_ASSIGN_OR_RETURN(p.affine, plan_affine_tail(sg, anchor, {s.n, s.oc, s.oh, s.ow}));
   return p;
 }
@@ -162,6 +171,17 @@ class ConvKernel final : public Kernel {
       winograd_ = std::make_unique<WinogradConv>(
           isa_, winograd_shape(s), g.value(anchor.inputs[1]).constant->data<float>(),
           plan_.affine.scale, plan_.affine.shift);
+      return tail_.init(sg, plan_.affine);
+    }
+    if (plan_.depthwise) {
+      const float* w = g.value(anchor.inputs[1]).constant->data<float>();
+      const int64_t taps = s.kh * s.kw;
+      depthwise_weights_.resize(s.c * taps);
+      for (int64_t c = 0; c < s.c; ++c)
+        for (int64_t i = 0; i < taps; ++i)
+          depthwise_weights_[c * taps + i] = w[c * taps + i] * plan_.affine.scale[c];
+      bias_ = plan_.affine.shift;
+      row_floats_ = round_up((s.ow - 1) * s.sw + 1, kDepthwiseBlock) + (s.kw - 1) * s.dw;
       return tail_.init(sg, plan_.affine);
     }
     const int64_t ocb = isa_.conv_oc_block, icg = s.ic_per_group(), ocg = s.oc_per_group(),
@@ -200,6 +220,11 @@ class ConvKernel final : public Kernel {
     if (winograd_) {
       winograd_->run(x, r.y.data<float>(), ctx.pool, tail_.scratch_floats(),
                      [&](const WinogradBlock& b, float* scratch) { run_tail(r, b, scratch); });
+      tail_.finish(r, outputs);
+      return Status();
+    }
+    if (plan_.depthwise) {
+      run_depthwise(x, r, ctx.pool);
       tail_.finish(r, outputs);
       return Status();
     }
@@ -249,6 +274,57 @@ class ConvKernel final : public Kernel {
       for (int64_t oh = b.oh0; oh < b.oh1; ++oh)
         tail_.apply(isa_, r, plane + oh * s.ow + b.ow0, plane + oh * s.ow + b.ow1, scratch);
     }
+  }
+
+  // Depthwise: tasks of one channel's output rows; their input rows zero-padded into a buffer
+  // of at most 256 KB, each output row by depthwise_row, then the tail on the finished rows.
+  void run_depthwise(const float* x, EltwiseTail::Run& run, ThreadPool* pool) const {
+    const ConvShape& s = plan_.shape;
+    const int threads = pool_threads(pool);
+    int64_t rows = s.oh;
+    while (rows > 1 && input_rows(rows) * row_floats_ > (int64_t{64} << 10)) rows = (rows + 1) / 2;
+    while (rows > 1 && s.n * s.c * ceil_div(s.oh, rows) < 4 * threads) rows = (rows + 1) / 2;
+    const int64_t per_plane = ceil_div(s.oh, rows);
+    float* y = run.y.data<float>();
+    parallel(pool, s.n * s.c * per_plane, 1, [&](int64_t t0, int64_t t1) {
+      ScratchBuffer buffer(input_rows(rows) * row_floats_);
+      ScratchBuffer scratch(tail_.scratch_floats());
+      std::vector<const float*> taps(s.kh);
+      DepthwiseRowArgs a{};
+      a.rows = taps.data();
+      a.kh = s.kh, a.kw = s.kw, a.dilation = s.dw, a.stride = s.sw, a.width = s.ow;
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t n = t / (s.c * per_plane), c = t / per_plane % s.c;
+        const int64_t oh0 = t % per_plane * rows, oh1 = std::min(s.oh, oh0 + rows);
+        const int64_t ih0 = oh0 * s.sh - s.pad_top, in_rows = input_rows(oh1 - oh0);
+        const float* plane = x + (n * s.c + c) * s.h * s.w;
+        for (int64_t i = 0; i < in_rows; ++i)
+          if (ih0 + i >= 0 && ih0 + i < s.h)
+            fill_padded_row(plane + (ih0 + i) * s.w, buffer.data() + i * row_floats_);
+        a.weights = depthwise_weights_.data() + c * s.kh * s.kw;
+        a.bias = bias_[c];
+        const int64_t out_plane = (n * s.c + c) * s.oh * s.ow;
+        for (int64_t oh = oh0; oh < oh1; ++oh) {
+          for (int64_t k = 0; k < s.kh; ++k) {  // null: a row above or below the image
+            const int64_t i = (oh - oh0) * s.sh + k * s.dh;
+            taps[k] = ih0 + i >= 0 && ih0 + i < s.h ? buffer.data() + i * row_floats_ : nullptr;
+          }
+          a.out = y + out_plane + oh * s.ow;
+          isa_.depthwise_row(a);
+        }
+        tail_.apply(isa_, run, out_plane + oh0 * s.ow, out_plane + oh1 * s.ow, scratch.data());
+      }
+    });
+  }
+
+  // One image row into dst (row_floats_ floats): padded column x holds src[x - pad_left].
+  void fill_padded_row(const float* src, float* dst) const {
+    const ConvShape& s = plan_.shape;
+    const int64_t left = std::min(s.pad_left, row_floats_);
+    const int64_t copy = std::clamp<int64_t>(row_floats_ - left, 0, s.w);
+    std::fill_n(dst, left, 0.0f);
+    std::memcpy(dst + left, src, copy * sizeof(float));
+    std::fill(dst + left + copy, dst + row_floats_, 0.0f);
   }
 
   // Input rows that output rows [oh0, oh0 + rows) read.
@@ -338,6 +414,7 @@ class ConvKernel final : public Kernel {
   bool flat_ = false;
   int64_t phase_ = 0, row_floats_ = 0;
   std::vector<int64_t> tap_offsets_;
+  std::vector<float> depthwise_weights_;  // [C][KH][KW] times the folded scale, when depthwise
   std::unique_ptr<WinogradConv> winograd_;  // instead of all the above, when planned
   EltwiseTail tail_;
 };

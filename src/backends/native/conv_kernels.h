@@ -1,5 +1,6 @@
 // The native backend's Conv: a direct convolution over zero-padded copies of the input rows
-// (no im2col of the image), or Winograd F(2x2, 3x3) for the 3x3 convolutions where it pays;
+// (no im2col of the image), Winograd F(2x2, 3x3) for the 3x3 convolutions where it pays, or one
+// channel at a time for depthwise convolutions;
 // per-channel affine nodes folded into its weights and bias, and an elementwise tail run on the
 // finished output rows.
 #pragma once

@@ -70,6 +70,22 @@ struct WinogradInputArgs {
   int64_t channel_stride, xi_stride;
 };
 
+// One output row of a depthwise convolution (one input and one output channel, see
+// simd_depthwise.h): y[o] = bias + sum over kernel rows r and columns k of
+// weights[r * kw + k] * rows[r][o * stride + k * dilation], for o < width. rows[r] is the
+// zero-padded input row of kernel row r (null: a row of zeros, skipped); it is read up to
+// round_up((width - 1) * stride + 1, kDepthwiseBlock) + (kw - 1) * dilation floats.
+constexpr int64_t kDepthwiseBlock = 64;
+struct DepthwiseRowArgs {
+  const float* const* rows;  // [kh]
+  int64_t kh, kw, dilation;
+  int64_t stride;  // 1 or 2
+  const float* weights;
+  float bias;
+  float* out;
+  int64_t width;
+};
+
 // The kernels for one ISA. Pointers to plain functions, so the caller needs no vector types.
 struct IsaKernels {
   Isa isa;
@@ -129,6 +145,8 @@ struct IsaKernels {
   // m[xi * xi_stride + tile] to output pixels [0, width) of rows y0 and y1 (y1 null: the tile
   // row's second row is past the output).
   void (*winograd_input_tile_row)(const WinogradInputArgs& args);
+  // One output row of a depthwise convolution (DepthwiseRowArgs).
+  void (*depthwise_row)(const DepthwiseRowArgs& args);
   void (*winograd_output_tile_row)(const float* m, int64_t xi_stride, int64_t tiles, float bias,
                                    float* y0, float* y1, int64_t width);
 };

@@ -118,6 +118,7 @@ struct Avx2 {
 #include "backends/native/simd_rows.h"
 #include "backends/native/simd_llm.h"
 #include "backends/native/simd_winograd.h"
+#include "backends/native/simd_depthwise.h"
 #include "backends/native/simd_table.h"
 
 namespace tessera::native {

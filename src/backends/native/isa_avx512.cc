@@ -109,6 +109,7 @@ struct Avx512 {
 #include "backends/native/simd_rows.h"
 #include "backends/native/simd_llm.h"
 #include "backends/native/simd_winograd.h"
+#include "backends/native/simd_depthwise.h"
 #include "backends/native/simd_table.h"
 
 namespace tessera::native {

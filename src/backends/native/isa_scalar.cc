@@ -74,6 +74,7 @@ struct Scalar {
 #include "backends/native/simd_rows.h"
 #include "backends/native/simd_llm.h"
 #include "backends/native/simd_winograd.h"
+#include "backends/native/simd_depthwise.h"
 #include "backends/native/simd_table.h"
 
 namespace tessera::native {

@@ -39,6 +39,7 @@ IsaKernels make_kernels(Isa isa) {
   fill_gemm_micro<S, kMr, kNv>(k, std::make_integer_sequence<int, kMr>());
   k.winograd_input_tile_row = &winograd_input_tile_row<S>;
   k.winograd_output_tile_row = &winograd_output_tile_row<S>;
+  k.depthwise_row = &depthwise_row<S>;
   return k;
 }
 
