@@ -115,6 +115,8 @@ struct OptimizeResult {
   std::vector<PartitionTiming> timings;  // by plan partition
   std::vector<TriedMove> refinement_moves;  // the refinement's tries (none without one)
   int num_candidates = 0;
+  int costed = 0;           // candidates given a cost, summed over the search variants
+  int states_expanded = 0;  // search states, over every search variant
   int measured = 0;    // candidates compiled and timed in this run
   int cache_hits = 0;  // costs found in the cost database
   int db_errors = 0;

@@ -246,6 +246,14 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
   for (double t : mine) total += std::isfinite(t) ? t : 0;
   const double min_saving = options.refine_min_saving * total;
   std::vector<Move> moves;
+  // Backends with their own thread runtime (OpenMP, pthreadpool) spin against each other: unless
+  // --mix-runtimes, the plan keeps to tessera's pool and at most one other runtime (the base's,
+  // or the first one a kept move brings in).
+  std::string foreign = base.thread_runtime() == "tessera" ? "" : base.thread_runtime();
+  const auto runtime_allowed = [&](const Backend& o) {
+    const std::string runtime = o.thread_runtime();
+    return options.mix_runtimes || runtime == "tessera" || foreign.empty() || runtime == foreign;
+  };
   // Single nodes: each to the backend expected to run it fastest.
   for (int n = 0; n < g.num_nodes(); ++n) {
     if (!std::isfinite(mine[n])) continue;
@@ -253,8 +261,7 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
     for (const Backend* o : backends) {
       auto theirs = node_seconds.find(o);
       if (o == &base || theirs == node_seconds.end() || !std::isfinite(theirs->second[n])) continue;
-      const std::string runtime = o->thread_runtime();
-      if (runtime != "tessera" && runtime != base.thread_runtime() && !options.mix_runtimes) continue;
+      if (!runtime_allowed(*o)) continue;
       if (mine[n] - theirs->second[n] > best.saving) best = {best.nodes, o, mine[n] - theirs->second[n]};
     }
     if (best.to) moves.push_back(best);
@@ -265,9 +272,7 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
   Reachability reach(g);
   for (const Backend* o : backends) {
     auto theirs_it = node_seconds.find(o);
-    if (o == &base || theirs_it == node_seconds.end()) continue;
-    const std::string runtime = o->thread_runtime();
-    if (runtime != "tessera" && runtime != base.thread_runtime() && !options.mix_runtimes) continue;
+    if (o == &base || theirs_it == node_seconds.end() || !runtime_allowed(*o)) continue;
     const std::vector<double>& theirs = theirs_it->second;
     std::vector<NodeSet> seen;
     for (int n = 0; n < g.num_nodes(); ++n) {
@@ -300,6 +305,7 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
     });
     if (like_lost) continue;
     if (memory && memory->recall(m.nodes, *m.to) == false) continue;
+    if (!runtime_allowed(*m.to)) continue;  // another runtime came in with a kept move
     const NodeSet others = NodeSet::all(g.num_nodes()) - m.nodes;
     auto theirs = place_on_backend(g, *m.to, &others);
     const NodeSet leaving = moved | m.nodes;
@@ -322,6 +328,7 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
       if (costs[1].valid) tried.after_seconds = costs[1].seconds;
       wins = costs[0].valid && costs[1].valid && costs[1].seconds < costs[0].seconds * (1 - options.refine_min_gain);
       if (wins) {
+        if (m.to->thread_runtime() != "tessera") foreign = m.to->thread_runtime();
         kept.push_back(*theirs);
         moved |= m.nodes;
         out.partitions = std::move(parts);

@@ -196,9 +196,9 @@ std::string summary_text(const OptimizeSummary& s, const OptimizeResult& r) {
                   ms(s.best_single_seconds).c_str(), s.speedup);
     out << line;
   }
-  out << r.num_candidates << " candidates, " << r.search.evaluated.size() << " costed (" << r.measured
+  out << r.num_candidates << " candidates, " << r.costed << " costed (" << r.measured
       << " measured now, " << r.cache_hits << " from the cost database"
-      << (r.cost_db_path.empty() ? "" : " " + r.cost_db_path) << "), " << r.search.states_expanded
+      << (r.cost_db_path.empty() ? "" : " " + r.cost_db_path) << "), " << r.states_expanded
       << " search states, " << r.search.merges << " merges, " << std::lround(r.elapsed_seconds) << " s"
       << (r.out_of_budget ? " (stopped at the budget: the best plan found so far)" : "") << "\n";
   return out.str();
@@ -217,7 +217,8 @@ nlohmann::json summary_json(const OptimizeSummary& s, const OptimizeResult& r) {
   j["best_single_backend_ms"] = s.best_single_seconds * 1e3;
   j["speedup_over_best_single"] = s.speedup;
   j["candidates"] = r.num_candidates;
-  j["costed"] = r.search.evaluated.size();
+  j["costed"] = r.costed;
+  j["search_states"] = r.states_expanded;
   j["measured_now"] = r.measured;
   j["cache_hits"] = r.cache_hits;
   j["elapsed_s"] = r.elapsed_seconds;

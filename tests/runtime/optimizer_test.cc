@@ -55,8 +55,10 @@ class BrokenBackend final : public Backend {
 // type: a controllable "slow" or "fast" backend for the refinement (op names listed are supported).
 class TimedBackend final : public Backend {
  public:
-  TimedBackend(std::string name, std::map<std::string, double> seconds) : name_(std::move(name)), seconds_(std::move(seconds)) {}
+  TimedBackend(std::string name, std::map<std::string, double> seconds, std::string runtime = "tessera")
+      : name_(std::move(name)), seconds_(std::move(seconds)), runtime_(std::move(runtime)) {}
   std::string name() const override { return name_; }
+  std::string thread_runtime() const override { return runtime_; }
   std::string version() const override { return "0"; }
   Status available() const override { return Status(); }
   FusionStyle fusion_style() const override { return FusionStyle::kNone; }
@@ -89,6 +91,7 @@ class TimedBackend final : public Backend {
  private:
   std::string name_;
   std::map<std::string, double> seconds_;
+  std::string runtime_;
 };
 
 // x -> Conv -> Relu -> Conv -> Add(residual) -> Sigmoid -> GlobalAveragePool, plus a MatMul branch.
@@ -378,6 +381,39 @@ TEST(Optimizer, RefinementKeepsOnlyMovesThatWinEndToEnd) {
 // A region (a node and everything downstream of it) moves as a whole when its nodes' expected
 // savings add up, though none of them alone is worth a try; the producer that a graph output
 // also reads, and that the other backend is expected to run slower, stays.
+// A plan on tessera's pool may take moves to one other thread runtime (native's placement moving
+// nodes to oneDNN); once one is in, moves to a third runtime are not tried unless mixing is allowed.
+TEST(Optimizer, RefinementBringsInAtMostOneOtherThreadRuntime) {
+  TestGraph t;
+  t.finish({t.op("Sigmoid", {t.op("Relu", {t.input({4, 64})})})});
+  ASSERT_EQ(t.g.node(0).op_type, "Relu");
+  TimedBackend base("base", {{"Relu", 0.004}, {"Sigmoid", 0.004}});
+  TimedBackend omp("omp", {{"Relu", 0.0}}, "openmp");
+  TimedBackend pool("pool", {{"Sigmoid", 0.0}}, "pthreadpool");
+  const double inf = std::numeric_limits<double>::infinity();
+  std::map<const Backend*, std::vector<double>> node_seconds = {
+      {&base, {0.004, 0.004}}, {&omp, {1e-6, inf}}, {&pool, {inf, 2e-6}}};
+  for (bool mix : {false, true}) {
+    OptimizeOptions o;
+    o.mix_runtimes = mix;
+    Refinement r = refine_placement(t.g, base, {&base, &omp, &pool}, node_seconds, t.inputs, quick(), o,
+                                    std::chrono::steady_clock::now() + std::chrono::seconds(60));
+    EXPECT_EQ(r.tried, mix ? 2 : 1) << "mix " << mix;
+    EXPECT_EQ(r.moves, mix ? 2 : 1) << "mix " << mix;
+    std::map<int, std::string> on;
+    for (const Partition& p : r.partitions)
+      for (int n : p.nodes) on[n] = p.backend->name();
+    EXPECT_EQ(on[0], "omp");
+    EXPECT_EQ(on[1], mix ? "pool" : "base");
+  }
+  // A base on its own runtime never moves nodes to another one.
+  TimedBackend omp_base("omp_base", {{"Relu", 0.004}, {"Sigmoid", 0.004}}, "openmp");
+  node_seconds[&omp_base] = {0.004, 0.004};
+  Refinement r = refine_placement(t.g, omp_base, {&omp_base, &pool}, node_seconds, t.inputs, quick(), OptimizeOptions{},
+                                  std::chrono::steady_clock::now() + std::chrono::seconds(60));
+  EXPECT_EQ(r.tried, 0);
+}
+
 TEST(Optimizer, RefinementMovesDownstreamRegions) {
   TestGraph t;
   int x = t.input({4, 64});
