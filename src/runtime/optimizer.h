@@ -49,8 +49,9 @@ struct OptimizeOptions {
   // Then the fastest placement is refined by moves to backends expected to run them faster: single
   // nodes, and regions (a node, everything downstream of it, and the producers only they consume),
   // each kept only when the whole model runs at least `refine_min_gain` faster end to end (at most
-  // `refine_max_tries` end-to-end timings; moves expected to save under `refine_min_saving` of the
-  // placement's time are not tried). 0 tries: no refinement.
+  // `refine_max_tries` moves considered, each timed end to end or recalled from the cost database
+  // as lost before; moves expected to save under `refine_min_saving` of the placement's time are
+  // not tried). 0 tries: no refinement.
   // A placement whose nodes' expected times add up to more than this many times the best plan so far
   // is not timed (nor compared again at the end).
   double hopeless_factor = 3;

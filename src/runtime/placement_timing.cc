@@ -289,13 +289,18 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
   NodeSet moved(g.num_nodes());
   std::vector<std::vector<Partition>> kept;  // the partitions of each kept move
   std::vector<const Move*> lost_regions;
+  int recalled_lost = 0;
   // Each move is judged against the plan so far, the two timed in turns (a shared machine's drift
   // then shifts both alike).
   MeasureOptions paired = measure;
   paired.min_runs = std::max(measure.min_runs, 7);
   paired.min_total_seconds = std::max(measure.min_total_seconds, 0.15);
   for (const Move& m : moves) {
-    if (out.tried >= options.refine_max_tries || Clock::now() >= deadline || (options.stop && options.stop())) break;
+    // Moves remembered as lost count against the tries: a later run with the same database
+    // considers the same most promising moves and times none of them again.
+    if (out.tried + recalled_lost >= options.refine_max_tries || Clock::now() >= deadline ||
+        (options.stop && options.stop()))
+      break;
     if (m.nodes.intersects(moved)) continue;
     // A region one node away from one that lost would lose too (the regions of a chain of nodes
     // differ by a node each); one that leaves out more (a Resize and an Add: a large boundary
@@ -304,7 +309,10 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
       return l->to == m.to && difference(l->nodes, m.nodes) <= 1;
     });
     if (like_lost) continue;
-    if (memory && memory->recall(m.nodes, *m.to) == false) continue;
+    if (memory && memory->recall(m.nodes, *m.to) == false) {
+      ++recalled_lost;
+      continue;
+    }
     if (!runtime_allowed(*m.to)) continue;  // another runtime came in with a kept move
     const NodeSet others = NodeSet::all(g.num_nodes()) - m.nodes;
     auto theirs = place_on_backend(g, *m.to, &others);

@@ -368,6 +368,14 @@ TEST(Optimizer, RefinementKeepsOnlyMovesThatWinEndToEnd) {
   ASSERT_EQ(remembered.size(), 1u);
   EXPECT_FALSE(remembered.begin()->second);  // the liar's move lost
   EXPECT_EQ(remembered.begin()->first, std::make_pair(sigmoid, std::string("liar")));
+  // A move recalled as lost counts against the tries: with one try, the most promising move (the
+  // Relu's, lost before) uses it up, and a later run times nothing again.
+  o.refine_max_tries = 1;
+  remembered.clear();
+  Refinement one = refine_placement(t.g, base, {&base, &fast, &liar}, node_seconds, inputs, quick(), o,
+                                    std::chrono::steady_clock::now() + std::chrono::seconds(60), &memory);
+  EXPECT_EQ(one.tried, 0);
+  EXPECT_TRUE(remembered.empty());
   // No tries allowed: the placement as it was.
   o.refine_max_tries = 0;
   Refinement none = refine_placement(t.g, base, {&base, &fast, &liar}, node_seconds, inputs, quick(), o,
