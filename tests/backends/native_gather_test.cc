@@ -12,6 +12,7 @@
 #include "backends/harness.h"
 #include "backends/native/isa.h"
 #include "backends/native/native_compile.h"
+#include "backends/native_kernel_runner.h"
 #include "backends/test_graph.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/placement.h"
@@ -22,55 +23,10 @@ namespace {
 using testing_graph::Dims;
 using testing_graph::run_ref;
 using testing_graph::TestGraph;
-
-std::vector<const native::IsaKernels*> isas() {
-  std::vector<const native::IsaKernels*> v = {&native::scalar_kernels()};
-  if (native::cpu_supports(native::Isa::kAvx2)) v.push_back(&native::avx2_kernels());
-  if (native::cpu_supports(native::Isa::kAvx512)) v.push_back(&native::avx512_kernels());
-  return v;
-}
-
-// Uninitialized buffers full of a byte pattern (NaN for float32): an element a kernel forgets to
-// write shows up as a mismatch.
-class PoisoningAllocator final : public TensorAllocator {
- public:
-  Tensor allocate(DType dtype, std::vector<int64_t> dims) override {
-    return pool_.allocate(dtype, std::move(dims));
-  }
-  Tensor allocate_uninitialized(DType dtype, std::vector<int64_t> dims) override {
-    Tensor t = pool_.allocate_uninitialized(dtype, std::move(dims));
-    if (t.raw_data()) std::memset(t.raw_data(), 0xff, t.nbytes());
-    return t;
-  }
-
- private:
-  BufferPool pool_;
-};
+using testing_native::isas;
+using testing_native::run_native;
 
 SubGraph whole(const TestGraph& t) { return SubGraph(t.g, NodeSet::all(t.g.num_nodes())); }
-
-// The whole graph as one native kernel for `isa`; outputs in graph output order.
-std::vector<Tensor> run_native(const TestGraph& t, const native::IsaKernels& isa, int threads) {
-  SubGraph sg = whole(t);
-  auto kernel = native::compile_native(sg, isa);
-  EXPECT_TRUE(kernel.ok()) << kernel.status().to_string();
-  if (!kernel.ok()) return {};
-  std::vector<const Tensor*> in;
-  for (int v : sg.inputs())
-    for (size_t i = 0; i < t.g.inputs().size(); ++i)
-      if (t.g.inputs()[i] == v) in.push_back(&t.inputs[i]);
-  PoisoningAllocator buffers;
-  ThreadPool pool(threads);
-  KernelRunContext ctx{buffers, &pool};
-  std::vector<Tensor> out(sg.outputs().size());
-  Status st = (*kernel)->run(in, out, ctx);
-  EXPECT_TRUE(st.ok()) << st.to_string();
-  std::vector<Tensor> result;
-  for (int v : t.g.outputs())
-    for (size_t o = 0; o < sg.outputs().size(); ++o)
-      if (sg.outputs()[o] == v) result.push_back(out[o]);
-  return result;
-}
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.dims() == b.dims() &&

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <random>
 
 #include "backends/backend.h"
@@ -15,9 +14,9 @@
 #include "backends/native/eltwise_compile.h"
 #include "backends/native/isa.h"
 #include "backends/native/native_compile.h"
+#include "backends/native_kernel_runner.h"
 #include "backends/test_graph.h"
 #include "ops/op_registry.h"
-#include "runtime/buffer_pool.h"
 #include "runtime/executor.h"
 
 namespace tessera {
@@ -26,54 +25,8 @@ namespace {
 using testing_graph::Dims;
 using testing_graph::run_ref;
 using testing_graph::TestGraph;
-
-std::vector<const native::IsaKernels*> isas() {
-  std::vector<const native::IsaKernels*> v = {&native::scalar_kernels()};
-  if (native::cpu_supports(native::Isa::kAvx2)) v.push_back(&native::avx2_kernels());
-  if (native::cpu_supports(native::Isa::kAvx512)) v.push_back(&native::avx512_kernels());
-  return v;
-}
-
-// A BufferPool whose uninitialized float buffers are full of NaN: an output element a kernel
-// forgets to write shows up as a mismatch with the reference.
-class PoisoningAllocator final : public TensorAllocator {
- public:
-  Tensor allocate(DType dtype, std::vector<int64_t> dims) override {
-    return pool_.allocate(dtype, std::move(dims));
-  }
-  Tensor allocate_uninitialized(DType dtype, std::vector<int64_t> dims) override {
-    Tensor t = pool_.allocate_uninitialized(dtype, std::move(dims));
-    if (dtype == DType::kFloat32)
-      std::fill_n(t.data<float>(), t.numel(), std::numeric_limits<float>::quiet_NaN());
-    return t;
-  }
-
- private:
-  BufferPool pool_;
-};
-
-// The whole graph as one native kernel for `isa`; outputs in graph output order.
-std::vector<Tensor> run_native(const TestGraph& t, const native::IsaKernels& isa, int threads) {
-  SubGraph sg(t.g, NodeSet::all(t.g.num_nodes()));
-  auto kernel = native::compile_native(sg, isa);
-  EXPECT_TRUE(kernel.ok()) << kernel.status().to_string();
-  if (!kernel.ok()) return {};
-  std::vector<const Tensor*> in;
-  for (int v : sg.inputs())
-    for (size_t i = 0; i < t.g.inputs().size(); ++i)
-      if (t.g.inputs()[i] == v) in.push_back(&t.inputs[i]);
-  PoisoningAllocator buffers;
-  ThreadPool pool(threads);
-  KernelRunContext ctx{buffers, &pool};
-  std::vector<Tensor> out(sg.outputs().size());
-  Status st = (*kernel)->run(in, out, ctx);
-  EXPECT_TRUE(st.ok()) << st.to_string();
-  std::vector<Tensor> result;
-  for (int v : t.g.outputs())
-    for (size_t o = 0; o < sg.outputs().size(); ++o)
-      if (sg.outputs()[o] == v) result.push_back(out[o]);
-  return result;
-}
+using testing_native::isas;
+using testing_native::run_native;
 
 // Every ISA at 1 and 2 threads agrees with the reference within tol (max|a-b| / max|b|).
 void expect_matches_ref(const TestGraph& t, double tol, const std::string& what) {

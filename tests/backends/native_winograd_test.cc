@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <new>
 #include <random>
 #include <string>
@@ -24,8 +23,8 @@
 #include "backends/native/conv_kernels.h"
 #include "backends/native/isa.h"
 #include "backends/native/native_compile.h"
+#include "backends/native_kernel_runner.h"
 #include "backends/test_graph.h"
-#include "runtime/buffer_pool.h"
 
 namespace tessera {
 namespace {
@@ -34,58 +33,19 @@ using native::ConvAlgorithm;
 using testing_graph::Dims;
 using testing_graph::run_ref;
 using testing_graph::TestGraph;
+using testing_native::isas;
+using testing_native::run_native;
 
 // Winograd's rounding differs from the direct sum's by about 1e-6 of the output's magnitude.
 constexpr double kTolerance = 1e-5;
-
-std::vector<const native::IsaKernels*> isas() {
-  std::vector<const native::IsaKernels*> v = {&native::scalar_kernels()};
-  if (native::cpu_supports(native::Isa::kAvx2)) v.push_back(&native::avx2_kernels());
-  if (native::cpu_supports(native::Isa::kAvx512)) v.push_back(&native::avx512_kernels());
-  return v;
-}
-
-// Uninitialized float buffers full of NaN: an output pixel the kernel forgets shows up.
-class PoisoningAllocator final : public TensorAllocator {
- public:
-  Tensor allocate(DType dtype, std::vector<int64_t> dims) override {
-    return pool_.allocate(dtype, std::move(dims));
-  }
-  Tensor allocate_uninitialized(DType dtype, std::vector<int64_t> dims) override {
-    Tensor t = pool_.allocate_uninitialized(dtype, std::move(dims));
-    if (dtype == DType::kFloat32)
-      std::fill_n(t.data<float>(), t.numel(), std::numeric_limits<float>::quiet_NaN());
-    return t;
-  }
-
- private:
-  BufferPool pool_;
-};
 
 // The whole graph (a Conv and its tail) as one native Conv kernel; outputs in graph order.
 // kAuto goes through compile_native, as the backend does.
 std::vector<Tensor> run_conv(const TestGraph& t, const native::IsaKernels& isa, int threads,
                              ConvAlgorithm algorithm) {
-  SubGraph sg(t.g, NodeSet::all(t.g.num_nodes()));
-  auto kernel = algorithm == ConvAlgorithm::kAuto ? native::compile_native(sg, isa)
-                                                  : native::compile_conv_kernel(sg, isa, algorithm);
-  EXPECT_TRUE(kernel.ok()) << kernel.status().to_string();
-  if (!kernel.ok()) return {};
-  std::vector<const Tensor*> in;
-  for (int v : sg.inputs())
-    for (size_t i = 0; i < t.g.inputs().size(); ++i)
-      if (t.g.inputs()[i] == v) in.push_back(&t.inputs[i]);
-  PoisoningAllocator buffers;
-  ThreadPool pool(threads);
-  KernelRunContext ctx{buffers, &pool};
-  std::vector<Tensor> out(sg.outputs().size());
-  const Status st = (*kernel)->run(in, out, ctx);
-  EXPECT_TRUE(st.ok()) << st.to_string();
-  std::vector<Tensor> result;
-  for (int v : t.g.outputs())
-    for (size_t o = 0; o < sg.outputs().size(); ++o)
-      if (sg.outputs()[o] == v) result.push_back(out[o]);
-  return result;
+  if (algorithm == ConvAlgorithm::kAuto) return run_native(t, isa, threads);
+  const SubGraph sg(t.g, NodeSet::all(t.g.num_nodes()));
+  return testing_native::run_whole_graph(t, native::compile_conv_kernel(sg, isa, algorithm), threads);
 }
 
 void expect_matches_ref(const TestGraph& t, const std::string& what,

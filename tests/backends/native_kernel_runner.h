@@ -1,0 +1,76 @@
+// What the native backend's kernel tests share: the ISAs this CPU runs, an allocator that poisons
+// uninitialized buffers, and running a whole TestGraph as one compiled kernel.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "backends/native/isa.h"
+#include "backends/native/native_compile.h"
+#include "backends/test_graph.h"
+#include "runtime/buffer_pool.h"
+
+namespace tessera::testing_native {
+
+// Scalar, then AVX2 and AVX-512 where this CPU runs them.
+inline std::vector<const native::IsaKernels*> isas() {
+  std::vector<const native::IsaKernels*> v = {&native::scalar_kernels()};
+  if (native::cpu_supports(native::Isa::kAvx2)) v.push_back(&native::avx2_kernels());
+  if (native::cpu_supports(native::Isa::kAvx512)) v.push_back(&native::avx512_kernels());
+  return v;
+}
+
+// A BufferPool whose uninitialized buffers are full of 0xff bytes (NaN for float32): an element a
+// kernel forgets to write shows up as a mismatch with the reference.
+class PoisoningAllocator final : public TensorAllocator {
+ public:
+  Tensor allocate(DType dtype, std::vector<int64_t> dims) override {
+    return pool_.allocate(dtype, std::move(dims));
+  }
+  Tensor allocate_uninitialized(DType dtype, std::vector<int64_t> dims) override {
+    Tensor t = pool_.allocate_uninitialized(dtype, std::move(dims));
+    if (t.raw_data()) std::memset(t.raw_data(), 0xff, t.nbytes());
+    return t;
+  }
+
+ private:
+  BufferPool pool_;
+};
+
+// `kernel`, compiled from the whole graph of t, run at `threads` on t's inputs; outputs in graph
+// output order (none when the kernel did not compile or failed, with a test failure).
+inline std::vector<Tensor> run_whole_graph(const testing_graph::TestGraph& t,
+                                           const Result<std::unique_ptr<Kernel>>& kernel,
+                                           int threads) {
+  EXPECT_TRUE(kernel.ok()) << kernel.status().to_string();
+  if (!kernel.ok()) return {};
+  const SubGraph sg(t.g, NodeSet::all(t.g.num_nodes()));
+  std::vector<const Tensor*> in;
+  for (int v : sg.inputs())
+    for (size_t i = 0; i < t.g.inputs().size(); ++i)
+      if (t.g.inputs()[i] == v) in.push_back(&t.inputs[i]);
+  PoisoningAllocator buffers;
+  ThreadPool pool(threads);
+  KernelRunContext ctx{buffers, &pool};
+  std::vector<Tensor> out(sg.outputs().size());
+  const Status st = (*kernel)->run(in, out, ctx);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  if (!st.ok()) return {};
+  std::vector<Tensor> result;
+  for (int v : t.g.outputs())
+    for (size_t o = 0; o < sg.outputs().size(); ++o)
+      if (sg.outputs()[o] == v) result.push_back(out[o]);
+  return result;
+}
+
+// The whole graph as one kernel from compile_native, as the backend compiles it.
+inline std::vector<Tensor> run_native(const testing_graph::TestGraph& t,
+                                      const native::IsaKernels& isa, int threads) {
+  return run_whole_graph(t, native::compile_native(SubGraph(t.g, NodeSet::all(t.g.num_nodes())), isa),
+                         threads);
+}
+
+}  // namespace tessera::testing_native
