@@ -379,8 +379,6 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
       pv.error = timing.status().message();
     }
     result.variants.push_back(std::move(pv));
-    result.costed += static_cast<int>(search.evaluated.size());
-    result.states_expanded += search.states_expanded;
     searches.push_back(std::move(search));
   }
   // Each backend's own placement (`run --backend`) contends end to end too: the parts of a plan
@@ -486,11 +484,13 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
       }
     }
     result.variants.push_back(std::move(pv));
-    result.costed += static_cast<int>(search.evaluated.size());
-    result.states_expanded += search.states_expanded;
     searches.push_back(std::move(search));
   }
   if (best < 0) return internal_error("no plan could be run: " + result.variants.back().error);
+  for (const SearchResult& search : searches) {
+    result.costed += static_cast<int>(search.evaluated.size());
+    result.states_expanded += search.states_expanded;
+  }
   result.search = std::move(searches[result.chosen_variant]);
   result.measured = measuring.measured();
   result.cache_hits = cached.hits();
