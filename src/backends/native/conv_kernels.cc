@@ -300,7 +300,7 @@ class ConvKernel final : public Kernel {
         const float* plane = x + (n * s.c + c) * s.h * s.w;
         for (int64_t i = 0; i < in_rows; ++i)
           if (ih0 + i >= 0 && ih0 + i < s.h)
-            fill_padded_row(plane + (ih0 + i) * s.w, buffer.data() + i * row_floats_);
+            fill_padded_row(plane + (ih0 + i) * s.w, buffer.data() + i * row_floats_, row_floats_);
         a.weights = depthwise_weights_.data() + c * s.kh * s.kw;
         a.bias = bias_[c];
         const int64_t out_plane = (n * s.c + c) * s.oh * s.ow;
@@ -317,14 +317,14 @@ class ConvKernel final : public Kernel {
     });
   }
 
-  // One image row into dst (row_floats_ floats): padded column x holds src[x - pad_left].
-  void fill_padded_row(const float* src, float* dst) const {
+  // One image row into dst (`floats` floats): padded column x holds src[x - pad_left].
+  void fill_padded_row(const float* src, float* dst, int64_t floats) const {
     const ConvShape& s = plan_.shape;
-    const int64_t left = std::min(s.pad_left, row_floats_);
-    const int64_t copy = std::clamp<int64_t>(row_floats_ - left, 0, s.w);
+    const int64_t left = std::min(s.pad_left, floats);
+    const int64_t copy = std::clamp<int64_t>(floats - left, 0, s.w);
     std::fill_n(dst, left, 0.0f);
     std::memcpy(dst + left, src, copy * sizeof(float));
-    std::fill(dst + left + copy, dst + row_floats_, 0.0f);
+    std::fill(dst + left + copy, dst + floats, 0.0f);
   }
 
   // Input rows that output rows [oh0, oh0 + rows) read.
@@ -390,12 +390,8 @@ class ConvKernel final : public Kernel {
       return;
     }
     const float* src = plane + ih * s.w;
-    if (s.sw == 1) {  // padded column x holds src[x - pad_left]
-      const int64_t left = std::min(s.pad_left, phase_);
-      const int64_t copy = std::clamp<int64_t>(phase_ - left, 0, s.w);
-      std::fill_n(dst, left, 0.0f);
-      std::memcpy(dst + left, src, copy * sizeof(float));
-      std::fill(dst + left + copy, dst + phase_, 0.0f);
+    if (s.sw == 1) {
+      fill_padded_row(src, dst, phase_);
       return;
     }
     for (int64_t f = 0; f < s.sw; ++f)
