@@ -1,7 +1,9 @@
 // The oneDNN backend: any convex group of supported nodes becomes one kernel. The group is
 // lowered once into units (anchor primitive + post-ops, onednn_program.h); a plan of oneDNN
 // primitives is built per input shape (onednn_plan.h), at compile time when shapes are static.
+#include <cstdlib>
 #include <mutex>
+#include <string>
 
 #include "backends/backend.h"
 #include "backends/onednn/onednn_plan.h"
@@ -83,8 +85,13 @@ class OnednnBackend final : public Backend {
 
   std::string version() const override {
     const dnnl_version_t* v = dnnl_version();
-    return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-           std::to_string(v->patch);
+    std::string version = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                          std::to_string(v->patch);
+    // How OpenMP's idle workers wait changes every time measured (and how a plan that hands over
+    // to other threads runs): costs taken under one setting are not reused under another.
+    for (const char* name : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"})
+      if (const char* value = std::getenv(name)) version += std::string(" ") + name + "=" + value;
+    return version;
   }
 
   Status available() const override {
