@@ -5,11 +5,31 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define TESSERA_CPU_RELAX() _mm_pause()
+#define TESSERA_HAS_MXCSR 1
 #else
 #define TESSERA_CPU_RELAX() ((void)0)
 #endif
 
 namespace tessera {
+
+#ifdef TESSERA_HAS_MXCSR
+uint32_t fp_control() { return _mm_getcsr(); }
+void set_fp_control(uint32_t control) { _mm_setcsr(control); }
+// MXCSR bit 15: flush to zero (subnormal results become 0); bit 6: denormals are zero (subnormal
+// inputs read as 0).
+constexpr uint32_t kFlushDenormals = (1u << 15) | (1u << 6);
+#else
+uint32_t fp_control() { return 0; }
+void set_fp_control(uint32_t) {}
+constexpr uint32_t kFlushDenormals = 0;
+#endif
+
+ScopedFlushDenormals::ScopedFlushDenormals() : saved_(fp_control()) {
+  if ((saved_ | kFlushDenormals) != saved_) set_fp_control(saved_ | kFlushDenormals);
+}
+ScopedFlushDenormals::~ScopedFlushDenormals() {
+  if (fp_control() != saved_) set_fp_control(saved_);
+}
 
 namespace {
 // Spin iterations before blocking (a pause is tens of cycles: about 50 us in all).
@@ -52,6 +72,7 @@ void ThreadPool::worker_loop(int index) {
     }
     if (stop_.load()) return;
     seen = generation_.load(std::memory_order_acquire);
+    if (fp_control() != job_fp_control_) set_fp_control(job_fp_control_);
     run_ranges(index);
     if (pending_.fetch_sub(1) == 1 && caller_sleeping_.load()) {
       std::lock_guard<std::mutex> lock(mu_);  // the caller checks pending_ under the lock
@@ -117,6 +138,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   job_grain_ = grain;
   job_n_ = n;
   job_ = &fn;
+  job_fp_control_ = fp_control();
   for (int t = 0; t < num_threads_; ++t) {
     ranges_[t].bounds.store(pack(grains * t / num_threads_, grains * (t + 1) / num_threads_), std::memory_order_relaxed);
   }

@@ -12,6 +12,7 @@
 #include "backends/native/llm_kernels.h"
 #include "backends/native/native_compile.h"
 #include "backends/native/row_kernels.h"
+#include "ir/parallel.h"
 
 namespace tessera {
 namespace native {
@@ -108,7 +109,7 @@ class NativeBackend final : public Backend {
     // The revision is part of every cost database key of this backend: raise it when what the
     // kernels accept or how fast they run changes, so that costs measured before (a group once
     // refused, a slower kernel) are measured again instead of read back.
-    return std::string("tessera native r6 (") + native::isa_name(native::best_isa()) + ")";
+    return std::string("tessera native r7 (") + native::isa_name(native::best_isa()) + ")";
   }
   Status available() const override { return Status(); }  // the scalar kernels run anywhere
   FusionStyle fusion_style() const override { return FusionStyle::kTvmLike; }
@@ -126,11 +127,32 @@ class NativeBackend final : public Backend {
     return p;
   }
 
-  // Kernels run on the session's pool (KernelRunContext::pool), sized to opts.threads already.
+  // Kernels run on the session's pool (KernelRunContext::pool), sized to opts.threads already,
+  // with subnormal floats flushed to zero.
   Result<std::unique_ptr<Kernel>> compile(const SubGraph& sg,
                                           const CompileOptions&) const override {
-    return native::compile_native(sg, native::isa_kernels(native::best_isa()));
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel,
+                             native::compile_native(sg, native::isa_kernels(native::best_isa())));
+    return std::unique_ptr<Kernel>(std::make_unique<FlushingDenormals>(std::move(kernel)));
   }
+
+ private:
+  // Runs a kernel with flush-to-zero and denormals-are-zero set on the calling thread (the pool's
+  // workers take the mode on with each job): subnormal weights or activations otherwise cost a
+  // slow FPU path per operation (rec's squeeze-excite 1x1 convolutions, 480 channels on one
+  // pixel, ran in 0.6 ms instead of 0.035 ms on the Xeon test machine).
+  class FlushingDenormals final : public Kernel {
+   public:
+    explicit FlushingDenormals(std::unique_ptr<Kernel> inner) : inner_(std::move(inner)) {}
+    Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
+               KernelRunContext& ctx) override {
+      ScopedFlushDenormals flush;
+      return inner_->run(inputs, outputs, ctx);
+    }
+
+   private:
+    std::unique_ptr<Kernel> inner_;
+  };
 };
 
 }  // namespace
