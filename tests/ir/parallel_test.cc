@@ -127,5 +127,35 @@ TEST(ThreadPool, DestroysCleanlyWhileWorkersSpinOrSleep) {
   }
 }
 
+// Every thread of a job computes in the caller's floating-point mode: a subnormal product is
+// flushed to zero everywhere inside ScopedFlushDenormals (where the CPU has such a mode) and
+// kept everywhere after it, so kernels give the same numbers whichever thread ran a chunk.
+TEST(ThreadPool, WorkersComputeInTheCallersFloatingPointMode) {
+  ThreadPool pool(3);
+  volatile float tiny = 1e-30f;  // volatile: computed at run time, in the thread's mode
+  auto products = [&] {
+    std::vector<float> out(64, -1.0f);
+    pool.parallel_for(64, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        out[static_cast<size_t>(i)] = tiny * 1e-10f;  // 1e-40: subnormal
+        std::this_thread::sleep_for(std::chrono::microseconds(20));  // let every thread take some
+      }
+    });
+    return out;
+  };
+  const uint32_t before = fp_control();
+  {
+    ScopedFlushDenormals flush;
+#if defined(__x86_64__) || defined(__i386__)
+    for (float p : products()) EXPECT_EQ(p, 0.0f);
+#endif
+  }
+  EXPECT_EQ(fp_control(), before);  // restored
+  for (float p : products()) {
+    EXPECT_GT(p, 0.0f);
+    EXPECT_LT(p, 1e-38f);
+  }
+}
+
 }  // namespace
 }  // namespace tessera
