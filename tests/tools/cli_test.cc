@@ -117,6 +117,33 @@ TEST(Cli, BackendsListsEveryBackendWithVersionAndPatterns) {
   EXPECT_NE(table.text.find("pattern"), std::string::npos) << table.text;
 }
 
+// libgomp reads its spin count once, from the environment the process started with: `tessera`
+// restarts itself with GOMP_SPINCOUNT set unless the user chose a policy or a count. libgomp's own
+// display of what it parsed (OMP_DISPLAY_ENV, printed by the last process) is the evidence.
+TEST(Cli, OpenMpGetsTheSpinCountUnlessTheUserChoseOne) {
+  auto parsed_spin_count = [](const std::string& text) {
+    const std::string key = "GOMP_SPINCOUNT = '";
+    const size_t at = text.rfind(key);
+    if (at == std::string::npos) return std::string("(not displayed)");
+    return text.substr(at + key.size(), text.find('\'', at + key.size()) - at - key.size());
+  };
+  const std::string clean = "env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY OMP_DISPLAY_ENV=VERBOSE";
+  Output set = run_tessera("backends", clean);
+  ASSERT_EQ(set.exit_code, 0) << set.text;
+  EXPECT_EQ(parsed_spin_count(set.text), "10000") << set.text;
+  Output user = run_tessera("backends", clean + " GOMP_SPINCOUNT=777");
+  ASSERT_EQ(user.exit_code, 0) << user.text;
+  EXPECT_EQ(parsed_spin_count(user.text), "777") << user.text;
+  Output active = run_tessera("backends", clean + " OMP_WAIT_POLICY=ACTIVE");
+  ASSERT_EQ(active.exit_code, 0) << active.text;
+  EXPECT_NE(parsed_spin_count(active.text), "10000") << active.text;
+  // oneDNN's version (a cost database key) names the settings its costs were measured under.
+  if (set.text.find("oneDNN") != std::string::npos) {
+    EXPECT_NE(set.text.find("GOMP_SPINCOUNT=10000"), std::string::npos) << set.text;
+    EXPECT_NE(user.text.find("GOMP_SPINCOUNT=777"), std::string::npos) << user.text;
+  }
+}
+
 TEST(Cli, RunWithBackend) {
   Output ref = run_tessera(std::string("run --json --backend ref ") + kAddModel);
   ASSERT_EQ(ref.exit_code, 0) << ref.text;

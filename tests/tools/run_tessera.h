@@ -14,8 +14,9 @@ struct CliOutput {
   std::string text;  // stdout + stderr
 };
 
-inline CliOutput run_tessera(const std::string& args) {
-  const std::string cmd = std::string(TESSERA_BINARY) + " " + args + " 2>&1";
+// `env`: a prefix for the command line, such as "env -u NAME OTHER=value" ("" for none).
+inline CliOutput run_tessera(const std::string& args, const std::string& env = "") {
+  const std::string cmd = (env.empty() ? "" : env + " ") + std::string(TESSERA_BINARY) + " " + args + " 2>&1";
   CliOutput o{-1, ""};
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return o;
