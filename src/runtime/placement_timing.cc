@@ -287,7 +287,11 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
   }
   std::stable_sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) { return a.saving > b.saving; });
   NodeSet moved(g.num_nodes());
-  std::vector<std::vector<Partition>> kept;  // the partitions of each kept move
+  struct KeptMove {
+    NodeSet nodes;
+    std::vector<Partition> partitions;
+  };
+  std::vector<KeptMove> kept;
   std::vector<const Move*> lost_regions;
   int recalled_lost = 0;
   // Each move is judged against the plan so far, the two timed in turns (a shared machine's drift
@@ -301,7 +305,18 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
     if (out.tried + recalled_lost >= options.refine_max_tries || Clock::now() >= deadline ||
         (options.stop && options.stop()))
       break;
-    if (m.nodes.intersects(moved)) continue;
+    // A move may take in kept moves whole (a region grown upstream around a kept one: a Resize
+    // that shrinks the boundary, say) and replaces them if it wins; one that cuts into a kept move
+    // is not tried.
+    std::vector<bool> subsumed(kept.size(), false);
+    NodeSet taken_in(g.num_nodes());
+    for (size_t k = 0; k < kept.size(); ++k) {
+      if (!kept[k].nodes.intersects(m.nodes)) continue;
+      if (!(kept[k].nodes - m.nodes).empty()) break;
+      subsumed[k] = true;
+      taken_in |= kept[k].nodes;
+    }
+    if ((m.nodes & moved) != taken_in) continue;
     // A region one node away from one that lost would lose too (the regions of a chain of nodes
     // differ by a node each); one that leaves out more (a Resize and an Add: a large boundary
     // tensor) may not.
@@ -329,7 +344,8 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
     bool wins = false;
     if (carved.ok() && theirs.ok()) {
       std::vector<Partition> parts = *carved;
-      for (const auto& k : kept) parts.insert(parts.end(), k.begin(), k.end());
+      for (size_t k = 0; k < kept.size(); ++k)
+        if (!subsumed[k]) parts.insert(parts.end(), kept[k].partitions.begin(), kept[k].partitions.end());
       parts.insert(parts.end(), theirs->begin(), theirs->end());
       std::vector<Cost> costs = time_in_turns(g, {out.partitions, parts}, inputs, paired);
       if (costs[0].valid) tried.before_seconds = costs[0].seconds;
@@ -337,7 +353,11 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
       wins = costs[0].valid && costs[1].valid && costs[1].seconds < costs[0].seconds * (1 - options.refine_min_gain);
       if (wins) {
         if (m.to->thread_runtime() != "tessera") foreign = m.to->thread_runtime();
-        kept.push_back(*theirs);
+        std::vector<KeptMove> still;
+        for (size_t k = 0; k < kept.size(); ++k)
+          if (!subsumed[k]) still.push_back(std::move(kept[k]));
+        still.push_back({m.nodes, *theirs});
+        kept = std::move(still);
         moved |= m.nodes;
         out.partitions = std::move(parts);
       }
