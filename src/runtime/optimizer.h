@@ -154,8 +154,9 @@ struct MoveMemory {
 // The region of a refinement move (see refine_placement): node n and everything downstream of it,
 // when `theirs` (the other backend's expected time per node, infinity where it cannot run one)
 // covers all of it, grown upstream by producers whose consumers are all inside, that read fewer
-// bytes from outside than they write (so the boundary shrinks) and that the other backend is
-// expected to run at most 1.5 times slower than `mine`. Empty when the other backend cannot run it.
+// bytes from outside than they write (so the boundary shrinks), and whose expected extra time on the
+// other backend (`theirs` - `mine`) is below what converting the bytes they save at the boundary
+// would cost (at 10 GB/s). Empty when the other backend cannot run it.
 NodeSet downstream_region(const Graph& g, const Reachability& reach, int n, const std::vector<double>& mine,
                           const std::vector<double>& theirs);
 // `node_seconds`: each backend's expected time per node (infinity where it cannot run the node);
