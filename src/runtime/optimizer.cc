@@ -271,6 +271,43 @@ double expected_placement_seconds(const Graph& g, const Backend& b,
   return sum;
 }
 
+// The finals (OptimizeOptions::finalist_factor): the contenders measured near the fastest, the
+// chosen one always among them, are timed once more side by side, taking turns, and the fastest
+// there is chosen.
+void choose_in_turns(const Graph& g, const std::vector<std::vector<Partition>>& parts,
+                     const std::vector<Tensor>& inputs, const MeasureOptions& measure, const OptimizeOptions& options,
+                     OptimizeResult& result, const std::function<void(const std::string&)>& phase) {
+  double fastest = result.variants[result.chosen_variant].measured_seconds;
+  for (const PlanVariant& v : result.variants)
+    if (v.measured_seconds >= 0) fastest = std::min(fastest, v.measured_seconds);
+  std::vector<int> finalists = {result.chosen_variant};
+  std::vector<int> others;
+  for (size_t k = 0; k < result.variants.size(); ++k) {
+    const double t = result.variants[k].measured_seconds;
+    if (static_cast<int>(k) != result.chosen_variant && !parts[k].empty() && t >= 0 && t <= options.finalist_factor * fastest)
+      others.push_back(static_cast<int>(k));
+  }
+  std::sort(others.begin(), others.end(),
+            [&](int a, int b) { return result.variants[a].measured_seconds < result.variants[b].measured_seconds; });
+  for (int k : others)
+    if (static_cast<int>(finalists.size()) < options.max_finalists) finalists.push_back(k);
+  if (finalists.size() < 2) return;
+  phase("finals");
+  std::vector<Result<std::vector<Partition>>> placements;
+  for (int k : finalists) placements.emplace_back(parts[k]);
+  MeasureOptions side_by_side = measure;
+  side_by_side.min_runs = std::max(measure.min_runs, 5);
+  side_by_side.min_total_seconds = std::max(measure.min_total_seconds, 0.3);
+  const std::vector<Cost> costs = time_in_turns(g, placements, inputs, side_by_side);
+  int chosen = -1;
+  for (size_t i = 0; i < finalists.size(); ++i) {
+    if (!costs[i].valid) continue;
+    result.variants[finalists[i]].final_seconds = costs[i].seconds;
+    if (chosen < 0 || costs[i].seconds < result.variants[chosen].final_seconds) chosen = finalists[i];
+  }
+  if (chosen >= 0) result.chosen_variant = chosen;
+}
+
 }  // namespace
 
 Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& options) {
@@ -324,6 +361,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
   if (options.transitions) charged_transition = std::ref(transitions);
   auto variants = search_variants(backends, options.mix_runtimes);
   std::vector<SearchResult> searches;
+  std::vector<std::vector<Partition>> contender_parts;  // by variant: what ran end to end (empty: nothing)
   double best = -1;  // measured end to end
   double best_predicted = std::numeric_limits<double>::infinity();
   for (size_t k = 0; k < variants.size(); ++k) {
@@ -363,6 +401,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
       pv.error = "no plan predicted under " + std::to_string(best_predicted * 1e3) + " ms (an earlier set's)";
       result.variants.push_back(std::move(pv));
       searches.push_back(std::move(search));
+      contender_parts.emplace_back();
       continue;
     }
     // A plan completed greedily at the deadline counts its unmeasured parts as free: no bound.
@@ -377,9 +416,11 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
       if (best < 0 || pv.measured_seconds < best) best = pv.measured_seconds, result.chosen_variant = static_cast<int>(k);
     } else {
       pv.error = timing.status().message();
+      partitions.clear();
     }
     result.variants.push_back(std::move(pv));
     searches.push_back(std::move(search));
+    contender_parts.push_back(std::move(partitions));
   }
   // Each backend's own placement (`run --backend`) contends end to end too: the parts of a plan
   // interact (caches, idle threads of other runtimes, layout conversions at every boundary), and a
@@ -405,27 +446,31 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
         pv.error = "not timed: expected " + std::to_string(expected * 1e3) + " ms from per-node times";
         result.variants.push_back(std::move(pv));
         searches.emplace_back();
+        contender_parts.emplace_back();
         continue;
       }
       phase("placement " + b->name());
       auto timing = time_partitions(g, *placed, inputs, measure, owners_of(g, *placed), static_cast<int>(placed->size()));
       SearchResult search;
+      std::vector<Partition> parts;
       if (!timing.ok()) {
         pv.error = timing.status().message();
       } else {
         pv.measured_seconds = timing->total.seconds;
+        search = placement_search_result(g, *placed, *timing, charged_transition, "placement");
+        parts = *placed;
         if (!fastest_placement || pv.measured_seconds < fastest_placement_seconds) {
           fastest_placement = b, fastest_placement_seconds = pv.measured_seconds;
           fastest_placement_variant = static_cast<int>(result.variants.size());
         }
         if (best < 0 || pv.measured_seconds < best) {
-          search = placement_search_result(g, *placed, *timing, charged_transition, "placement");
           best = pv.measured_seconds;
           result.chosen_variant = static_cast<int>(result.variants.size());
         }
       }
       result.variants.push_back(std::move(pv));
       searches.push_back(std::move(search));
+      contender_parts.push_back(std::move(parts));
     }
   }
   if (fastest_placement && options.refine_max_tries > 0) {
@@ -466,6 +511,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     pv.error = std::to_string(refined.moves) + " of " + std::to_string(refined.tried) + " moves kept";
     result.refinement_moves = refined.log;
     SearchResult search;
+    std::vector<Partition> parts;
     std::optional<PlanTiming> timing;
     if (refined.improved) {
       auto timed = time_partitions(g, refined.partitions, inputs, measure, owners_of(g, refined.partitions),
@@ -477,15 +523,18 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
       pv.measured_seconds = timing->total.seconds;
       // Its moves beat the placement in paired timings; against a searched plan, the end-to-end times decide.
       const bool placement_chosen = result.chosen_variant == fastest_placement_variant;
+      search = placement_search_result(g, refined.partitions, *timing, charged_transition, "refined placement");
+      parts = refined.partitions;
       if (best < 0 || placement_chosen || pv.measured_seconds < best) {
-        search = placement_search_result(g, refined.partitions, *timing, charged_transition, "refined placement");
         best = pv.measured_seconds;
         result.chosen_variant = static_cast<int>(result.variants.size());
       }
     }
     result.variants.push_back(std::move(pv));
     searches.push_back(std::move(search));
+    contender_parts.push_back(std::move(parts));
   }
+  if (best > 0) choose_in_turns(g, contender_parts, inputs, measure, options, result, phase);
   if (best < 0) return internal_error("no plan could be run: " + result.variants.back().error);
   for (const SearchResult& search : searches) {
     result.costed += static_cast<int>(search.evaluated.size());
