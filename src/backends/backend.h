@@ -59,7 +59,8 @@ class Backend {
   // Longest chain of nodes one kernel may hold (kArbitrary; 1 for kNone).
   virtual int max_fusion_depth() const { return fusion_style() == FusionStyle::kNone ? 1 : 64; }
   // The threads its kernels run on: "tessera" (the session's pool, whose idle workers sleep after
-  // ~50 us) or a library's own ("openmp", "pthreadpool"), whose idle workers spin for longer. A plan that
+  // ~50 us; XNNPACK's loops run there too, see xnnpack_threads.h) or a library's own ("openmp"),
+  // whose idle workers spin for longer. A plan that
   // mixes two own-thread runtimes has their spinning workers take cores from each other, which
   // no per-kernel measurement sees: the optimizer also measures plans limited to one of them.
   virtual std::string thread_runtime() const { return "tessera"; }

@@ -9,7 +9,7 @@
 // as its noise. Output buffers are reused between runs, as the executor reuses them.
 //
 // Transition costs (Collage ignores them): a kernel boundary where the next partition runs on
-// another backend hands work from one thread pool to another (tessera's, OpenMP's, pthreadpool's)
+// another backend hands work from one thread pool to another (tessera's, OpenMP's)
 // and its data between layouts. The layout conversions happen inside each kernel, so they are
 // part of its measured cost; the hand-over is measured here, per pair of backends, by timing a
 // small probe kernel of each back to back against each alone (transition_seconds).

@@ -37,7 +37,7 @@ struct OptimizeOptions {
   RuleOptions rules;
   MeasureOptions measure;  // threads are overridden by `threads`
   bool transitions = true;  // measure and charge transitions between backends
-  // With backends of two or more own thread runtimes (OpenMP, pthreadpool), each runtime is
+  // With backends of two or more own thread runtimes (OpenMP, ...), each runtime is
   // searched alone with the tessera-thread backends. Mixing them in one plan is searched too
   // only when this is set: their idle threads spin on the same cores, and on a 2-core machine a
   // mixed det plan predicted at 28 ms from its parts measured 345 ms end to end, after a search

@@ -70,7 +70,7 @@ std::vector<Cost> time_in_turns(const Graph& g, const std::vector<Result<std::ve
   // per round, until each has its minimum runs and time: a machine that slows down or speeds up
   // meanwhile (shared machines do, within seconds) then shifts them all alike instead of
   // whichever ran at the time. A block of quick runs starts with an untimed one: the previous
-  // placement's thread runtime (OpenMP, pthreadpool) keeps spinning for a moment after its last
+  // placement's thread runtime (OpenMP) keeps spinning for a moment after its last
   // run, which the first run after the switch would pay for.
   struct Timed {
     std::optional<GraphExecutor> exec;
@@ -250,7 +250,7 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
   for (double t : mine) total += std::isfinite(t) ? t : 0;
   const double min_saving = options.refine_min_saving * total;
   std::vector<Move> moves;
-  // Backends with their own thread runtime (OpenMP, pthreadpool) spin against each other: unless
+  // Backends with their own thread runtime (OpenMP, ...) spin against each other: unless
   // --mix-runtimes, the plan keeps to tessera's pool and at most one other runtime (the base's,
   // or the first one a kept move brings in).
   std::string foreign = base.thread_runtime() == "tessera" ? "" : base.thread_runtime();

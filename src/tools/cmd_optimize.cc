@@ -191,7 +191,7 @@ void add_optimize_command(CLI::App& app, int& exit_code) {
   sub->add_flag("--no-cost-db", o->no_cost_db, "Measure everything afresh and store nothing");
   sub->add_flag("--no-transitions", o->no_transitions, "Do not charge transitions between backends");
   sub->add_flag("--mix-runtimes", o->mix_runtimes,
-                "Also search plans mixing backends of different thread runtimes (OpenMP, pthreadpool); off: "
+                "Also search plans mixing backends of different thread runtimes (such as OpenMP); off: "
                 "each runtime is searched alone with tessera's own backends");
   sub->add_flag("--no-placements", o->no_placements,
                 "Do not let single-backend placements (timed end to end) replace the searched plan when faster");

@@ -327,7 +327,7 @@ Status write_report_html(const std::string& path, const Graph& g, const Optimize
     << "<td class=n>" << percent(s.remeasured_error) << "</td></tr></table>\n";
   if (r.variants.size() > 1) {
     h << "<h2>Contenders measured end to end</h2><p>Backends with their own thread runtimes (OpenMP, "
-         "pthreadpool) interfere when one plan mixes them: their idle workers spin on the cores the other "
+         "...) interfere when one plan mixes them: their idle workers spin on the cores the other "
          "needs. The additive model cannot see it, so each set was searched and its plan measured end to end; "
          "so was each backend's own placement, which keeps its fusion across the whole model. The finalists "
          "(measured near the fastest) were then timed once more side by side, taking turns, and the "

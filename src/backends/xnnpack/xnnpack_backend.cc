@@ -9,6 +9,7 @@
 #include "backends/backend.h"
 #include "backends/xnnpack/xnnpack_kernel.h"
 #include "backends/xnnpack/xnnpack_rules.h"
+#include "backends/xnnpack/xnnpack_threads.h"
 
 namespace tessera {
 namespace {
@@ -39,18 +40,21 @@ bool subgraph_is_nhwc(const SubGraph& sg) {
 class XnnpackBackend final : public Backend {
  public:
   std::string name() const override { return "xnnpack"; }
-  std::string version() const override { return "XNNPACK 0.0~git20220216 (subgraph API)"; }
+  std::string version() const override { return "XNNPACK 0.0~git20220216 (subgraph API, tessera threads)"; }
 
   Status available() const override {
     static const xnn_status init = xnn_initialize(nullptr);  // once per process
     if (init != xnn_status_success) {
       return unimplemented(std::string("xnn_initialize failed: ") + xnnpack::xnn_status_name(init));
     }
+    if (!xnnpack::xnnpack_uses_tessera_threads()) {
+      return unimplemented("XNNPACK would run on libpthreadpool's threads, not tessera's: link the program "
+                           "with libXNNPACK so that it exports its pthreadpool functions");
+    }
     return Status();
   }
 
   FusionStyle fusion_style() const override { return FusionStyle::kArbitrary; }
-  std::string thread_runtime() const override { return "pthreadpool"; }
   // One XNNPACK runtime holds a whole network; every cut costs a layout round trip (NHWC -> NCHW
   // -> NHWC) at the boundary, so groups may be as deep as models are.
   int max_fusion_depth() const override { return 1024; }

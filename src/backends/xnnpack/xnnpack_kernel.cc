@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "backends/xnnpack/xnnpack_threads.h"
 #include "backends/xnnpack/xnnpack_transpose.h"
 
 namespace tessera::xnnpack {
@@ -19,26 +20,11 @@ float* XnnpackKernel::Port::stage() {
   return staging.data();
 }
 
-namespace {
-// One pthreadpool per thread count for the whole process, shared by every XNNPACK kernel: a plan
-// with many XNNPACK partitions must not own as many sets of worker threads, which would wake,
-// spin and compete for the cores in turn. pthreadpool serializes the jobs given to one pool.
-// The pools live as long as the process.
-pthreadpool_t shared_pool(int threads) {
-  static std::mutex mu;
-  static std::map<int, pthreadpool_t> pools;
-  std::lock_guard<std::mutex> lock(mu);
-  pthreadpool_t& pool = pools[threads];
-  if (!pool) pool = pthreadpool_create(static_cast<size_t>(threads));
-  return pool;
-}
-}  // namespace
-
 Result<std::unique_ptr<Kernel>> XnnpackKernel::create(const SubGraph& sg, bool nhwc, int threads) {
   std::unique_ptr<XnnpackKernel> k(new XnnpackKernel());
   const Graph& g = sg.graph();
   if (threads > 1) {
-    k->pool_ = shared_pool(threads);
+    k->pool_ = pthreadpool_create(static_cast<size_t>(threads));
     if (!k->pool_)
       return internal_error("pthreadpool_create(" + std::to_string(threads) + ") failed");
   }
@@ -50,8 +36,7 @@ Result<std::unique_ptr<Kernel>> XnnpackKernel::create(const SubGraph& sg, bool n
   Emitter emitter(sg, nhwc, subgraph, k->statics_);
   Status built = emitter.emit_all();
   if (built.ok()) {
-    // Workers yield after the run: other backends' kernels run on other threads between ours.
-    st = xnn_create_runtime_v2(subgraph, k->pool_, XNN_FLAG_YIELD_WORKERS, &k->runtime_);
+    st = xnn_create_runtime_v2(subgraph, k->pool_, 0, &k->runtime_);
     if (st != xnn_status_success) {
       built = unimplemented(sg.label() + ": xnn_create_runtime_v2 failed: " + xnn_status_name(st));
     }
@@ -74,6 +59,7 @@ Result<std::unique_ptr<Kernel>> XnnpackKernel::create(const SubGraph& sg, bool n
 
 XnnpackKernel::~XnnpackKernel() {
   if (runtime_) xnn_delete_runtime(runtime_);
+  pthreadpool_destroy(pool_);
 }
 
 Status XnnpackKernel::bind(const std::vector<xnn_external_value>& values) {
@@ -94,6 +80,7 @@ Status XnnpackKernel::bind(const std::vector<xnn_external_value>& values) {
 Status XnnpackKernel::run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
                           KernelRunContext& ctx) {
   std::lock_guard<std::mutex> lock(mu_);
+  bind_thread_pool(pool_, ctx.pool);
   if (inputs.size() != inputs_.size())
     return invalid_argument("xnnpack kernel: wrong number of inputs");
   std::vector<xnn_external_value> values;
@@ -109,7 +96,7 @@ Status XnnpackKernel::run(const std::vector<const Tensor*>& inputs, std::vector<
     if (p.nhwc) {
       data = p.stage();
       transpose_batched(t->data<float>(), p.stage(), p.dims[0], p.dims[1], p.dims[2] * p.dims[3],
-                        pool_, false);
+                        pool_);
     } else if (t->storage()->capacity() < p.bytes() + XNN_EXTRA_BYTES) {
       data = p.stage();
       std::memcpy(data, t->raw_data(), p.bytes());
@@ -135,7 +122,7 @@ Status XnnpackKernel::run(const std::vector<const Tensor*>& inputs, std::vector<
     Port& p = outputs_[o];
     if (p.nhwc) {
       transpose_batched(p.stage(), outputs[o].data<float>(), p.dims[0], p.dims[2] * p.dims[3],
-                        p.dims[1], pool_, true);
+                        p.dims[1], pool_);
     } else if (!direct[o]) {
       std::memcpy(outputs[o].raw_data(), p.stage(), p.bytes());
     }

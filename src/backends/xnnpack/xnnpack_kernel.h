@@ -1,7 +1,7 @@
 // XnnpackKernel: one compiled XNNPACK runtime for a whole tessera SubGraph.
 //
-// Owns the runtime, the repacked weights it points to, the pthreadpool it runs on (threads > 1)
-// and the staging buffers of the boundary: 4-D inputs of an NHWC subgraph are transposed into
+// Owns the runtime, the repacked weights it points to, the pthreadpool it runs on (threads > 1:
+// bound to the session's ThreadPool for each run, see xnnpack_threads.h) and the staging buffers of the boundary: 4-D inputs of an NHWC subgraph are transposed into
 // them before the run and 4-D outputs transposed out of them after it, inside run(), so that the
 // layout conversion is part of the kernel's measured cost. Other inputs are passed in place when
 // their buffer has XNN_EXTRA_BYTES of slack after the data (XNNPACK may read that far), else
@@ -42,7 +42,7 @@ class XnnpackKernel final : public Kernel {
   XnnpackKernel() = default;
   Status bind(const std::vector<xnn_external_value>& values);
 
-  pthreadpool_t pool_ = nullptr;  // shared by every kernel with this thread count (not owned)
+  pthreadpool_t pool_ = nullptr;  // owned; holds no threads of its own
   xnn_runtime_t runtime_ = nullptr;
   StaticStore statics_;  // outlives runtime_ (destroyed after the destructor body)
   std::vector<Port> inputs_, outputs_;

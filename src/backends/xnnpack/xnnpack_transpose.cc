@@ -55,14 +55,13 @@ void transpose_tile(void* context, size_t b, size_t r0, size_t c0, size_t nr, si
 }  // namespace
 
 void transpose_batched(const float* src, float* dst, int64_t batch, int64_t rows, int64_t cols,
-                       pthreadpool_t pool, bool yield) {
+                       pthreadpool_t pool) {
   TransposeJob job{src, dst, static_cast<size_t>(rows), static_cast<size_t>(cols)};
   // Tiles of 128 x 128 (64 KiB in, 64 KiB out: within L2).
   const size_t tile_rows = std::min<size_t>(job.rows, 128);
   const size_t tile_cols = std::min<size_t>(job.cols, 128);
   pthreadpool_parallelize_3d_tile_2d(pool, transpose_tile, &job, static_cast<size_t>(batch),
-                                     job.rows, job.cols, tile_rows, tile_cols,
-                                     yield ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
+                                     job.rows, job.cols, tile_rows, tile_cols, 0);
 }
 
 }  // namespace tessera::xnnpack

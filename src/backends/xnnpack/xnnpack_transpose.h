@@ -1,5 +1,5 @@
 // The layout conversions at a compiled subgraph's boundary (NCHW outside, NHWC inside), run on the
-// kernel's own pthreadpool so that their cost is measured with the kernel.
+// kernel's pthreadpool (tessera's threads) so that their cost is measured with the kernel.
 #pragma once
 
 #include <pthreadpool.h>
@@ -10,8 +10,7 @@ namespace tessera::xnnpack {
 
 // dst[b][c][r] = src[b][r][c] for b < batch, r < rows, c < cols. With (rows, cols) = (C, H*W) it
 // turns NCHW into NHWC; with (H*W, C), NHWC into NCHW. pool may be null (the caller's thread).
-// yield: the pool's workers sleep right after (no spinning while other kernels run).
 void transpose_batched(const float* src, float* dst, int64_t batch, int64_t rows, int64_t cols,
-                       pthreadpool_t pool, bool yield);
+                       pthreadpool_t pool);
 
 }  // namespace tessera::xnnpack
