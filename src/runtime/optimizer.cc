@@ -379,11 +379,12 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     add_placement_candidates(g, variant_backends, so.exact ? nullptr : &node_seconds, candidates);
     candidates = dedupe_candidates(std::move(candidates));
     result.num_candidates = std::max(result.num_candidates, static_cast<int>(candidates.size()));
-    // Each variant may use an equal share of what is left of the budget (later ones reuse the
-    // costs the earlier ones measured, so they are quicker).
-    auto now = Clock::now();
-    // With placements, their refinement gets one more share.
-    so.deadline = now + (deadline - now) / static_cast<int>(variants.size() - k + (options.placements ? 1 : 0));
+    // Each variant may use an equal share of what is left of the search's part of the budget (later
+    // ones reuse the costs the earlier ones measured, so they are quicker). With placements, the
+    // last quarter is theirs and their refinement's (det's refinement: 24 moves in about a minute).
+    const auto search_end = options.placements ? started + (deadline - started) * 3 / 4 : deadline;
+    const auto now = Clock::now();
+    so.deadline = now + std::max(Clock::duration::zero(), search_end - now) / static_cast<int>(variants.size() - k);
     so.stop = options.stop;
     so.progress = [&](const SearchProgress& p) {
       if (options.progress) options.progress((p.merging ? "merge" : "search") + label, p);
