@@ -348,6 +348,42 @@ TEST(Optimizer, ChoosesTheFastestContenderEndToEnd) {
   for (const PlanVariant& v : searched->variants) EXPECT_EQ(v.name.rfind("placement:", 0), std::string::npos) << v.name;
 }
 
+// A second optimization with the same cost database refines the placement the first one refined
+// while that placement measures within 10% of the fastest, so that it recalls the moves it tried.
+TEST(Optimizer, RefinementKeepsItsBaseWhileItIsClose) {
+  TestGraph t = small_net();
+  std::string db = temp_path("base.sqlite");
+  OptimizeOptions o;
+  o.threads = 1;
+  o.cost_db = db;
+  o.budget_seconds = 120;
+  o.measure = quick();
+  o.inputs = named_inputs(t);
+  auto base_of = [](const OptimizeResult& r) {
+    for (const PlanVariant& v : r.variants)
+      if (v.name.rfind("refined:", 0) == 0) return v.name.substr(8);
+    return std::string();
+  };
+  auto first = optimize_graph(t.g, o);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  const std::string base = base_of(*first);
+  ASSERT_FALSE(base.empty());
+  for (int run = 0; run < 3; ++run) {
+    auto again = optimize_graph(t.g, o);
+    ASSERT_TRUE(again.ok()) << again.status().to_string();
+    double fastest = -1, base_seconds = -1;
+    for (const PlanVariant& v : again->variants) {
+      if (v.name.rfind("placement:", 0) != 0 || v.measured_seconds < 0) continue;
+      if (fastest < 0 || v.measured_seconds < fastest) fastest = v.measured_seconds;
+      if (v.name == "placement:" + base) base_seconds = v.measured_seconds;
+    }
+    if (base_seconds >= 0 && base_seconds <= 1.1 * fastest) {
+      EXPECT_EQ(base_of(*again), base) << "run " << run;
+    }
+  }
+  std::filesystem::remove(db);
+}
+
 // The refinement keeps a move only when the whole model runs faster with it, whatever the
 // per-node estimates promised.
 TEST(Optimizer, RefinementKeepsOnlyMovesThatWinEndToEnd) {
