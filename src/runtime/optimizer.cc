@@ -475,9 +475,10 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     }
   }
   // The refinement starts from the fastest placement, or from the one it started from last time
-  // (kept in the cost database) while that one measures within 10% of the fastest: det's oneDNN and
-  // native placements run within a few percent of each other, and a base that followed the
-  // machine's noise had every run try a new set of moves, none of them remembered.
+  // (kept in the cost database) while that one measures near the fastest (finalist_factor): det's
+  // oneDNN and native placements run within a few percent of each other, single timings of either
+  // came out 50% slow at times, and a base that followed the machine's noise had every run try a
+  // new set of moves, none of them remembered.
   if (fastest_placement && db && options.refine_max_tries > 0) {
     auto base_key = [&](const Backend& b) {
       return CostKey{"refine-base:" + graph_hash(g), b.name(), b.version(), options.threads, cpu_model()};
@@ -485,7 +486,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     for (size_t k = 0; k < result.variants.size(); ++k) {
       const PlanVariant& v = result.variants[k];
       const Backend* b = v.name.rfind("placement:", 0) == 0 ? find_backend(v.name.substr(10)) : nullptr;
-      if (!b || b == fastest_placement || v.measured_seconds < 0 || v.measured_seconds > 1.1 * fastest_placement_seconds)
+      if (!b || b == fastest_placement || v.measured_seconds < 0 || v.measured_seconds > options.finalist_factor * fastest_placement_seconds)
         continue;
       auto stored = db->lookup(base_key(*b));
       if (stored.ok() && *stored && (**stored).valid) {

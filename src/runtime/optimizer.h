@@ -58,7 +58,8 @@ struct OptimizeOptions {
   // The contenders measured within this factor of the fastest (at most `max_finalists`) are timed
   // once more side by side, taking turns, and the fastest there becomes the plan. Contenders timed
   // one after another, seconds or minutes apart, are otherwise chosen by when they ran: on a shared
-  // machine the same det placement measured 33 ms in one phase and 61 ms in another.
+  // machine the same det placement measured 33 ms in one phase and 61 ms in another. (Also how far
+  // the placement refined last time may fall behind the fastest and still be refined again.)
   double finalist_factor = 1.3;
   int max_finalists = 4;
   int refine_max_tries = 24;
