@@ -89,8 +89,11 @@ class MemoEstimator final : public CostEstimator {
   std::map<std::pair<const Backend*, std::vector<int>>, Cost> memo_;
 };
 
-// The backend sets to search: with two or more own-thread runtimes, each of them alone with the
-// tessera-thread backends, then everything together only when `mix_runtimes`; else everything.
+// The backend sets to search: with backends of their own thread runtimes, first the backends on
+// tessera's pool alone (no other runtime's idle threads in the way: a plan from it runs near its
+// prediction, and it bounds what the later sets must predict), then each own runtime with them,
+// then everything together only when `mix_runtimes` (two or more own runtimes); else everything.
+// cls: a plan mixing oneDNN (OpenMP) and tessera-pool kernels predicted at 0.54 ms ran 3.8 ms.
 std::vector<std::pair<std::string, std::vector<const Backend*>>> search_variants(
     const std::vector<const Backend*>& backends, bool mix_runtimes) {
   std::vector<const Backend*> shared;
@@ -103,14 +106,13 @@ std::vector<std::pair<std::string, std::vector<const Backend*>>> search_variants
     }
   }
   std::vector<std::pair<std::string, std::vector<const Backend*>>> variants;
-  if (own.size() >= 2) {
-    for (const auto& [runtime, bs] : own) {
-      std::vector<const Backend*> v = shared;
-      v.insert(v.end(), bs.begin(), bs.end());
-      variants.emplace_back(runtime + "+tessera", v);
-    }
+  if (!own.empty() && !shared.empty()) variants.emplace_back("tessera", shared);
+  for (const auto& [runtime, bs] : own) {
+    std::vector<const Backend*> v = shared;
+    v.insert(v.end(), bs.begin(), bs.end());
+    variants.emplace_back(runtime + "+tessera", v);
   }
-  if (variants.empty() || mix_runtimes) variants.emplace_back("all", backends);
+  if (variants.empty() || (own.size() >= 2 && mix_runtimes)) variants.emplace_back("all", backends);
   return variants;
 }
 

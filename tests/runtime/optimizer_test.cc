@@ -341,6 +341,16 @@ TEST(Optimizer, ChoosesTheFastestContenderEndToEnd) {
   for (const PlanPartition& p : r->plan.partitions)
     for (int n : p.nodes) ++covered[n];
   for (int n = 0; n < t.g.num_nodes(); ++n) EXPECT_EQ(covered[n], 1) << t.g.node(n).describe();
+  // With a backend on its own thread runtime (oneDNN's OpenMP), the backends on tessera's pool are
+  // also searched alone, so that a plan free of the other runtime's idle threads contends.
+  bool own_runtime = false;
+  for (const Backend* b : all_backends())
+    own_runtime |= b != &ref_backend() && b->available().ok() && b->thread_runtime() != "tessera";
+  auto pool_only = std::find_if(r->variants.begin(), r->variants.end(), [](const PlanVariant& v) { return v.name == "tessera"; });
+  EXPECT_EQ(pool_only != r->variants.end(), own_runtime);
+  if (pool_only != r->variants.end()) {
+    for (const std::string& name : pool_only->backends) EXPECT_EQ(find_backend(name)->thread_runtime(), "tessera") << name;
+  }
   // Without placements, only searched backend sets contend.
   o.placements = false;
   auto searched = optimize_graph(t.g, o);
