@@ -274,19 +274,22 @@ double expected_placement_seconds(const Graph& g, const Backend& b,
 }
 
 // The finals (OptimizeOptions::finalist_factor): the contenders measured near the fastest, the
-// chosen one always among them, are timed once more side by side, taking turns, and the fastest
-// there is chosen.
+// chosen one and the refined placement (`refined`, -1: none; its moves won paired timings, and one
+// slow timing of it must not drop it) always among them, are timed once more side by side, taking
+// turns, and the fastest there is chosen.
 void choose_in_turns(const Graph& g, const std::vector<std::vector<Partition>>& parts,
                      const std::vector<Tensor>& inputs, const MeasureOptions& measure, const OptimizeOptions& options,
-                     OptimizeResult& result, const std::function<void(const std::string&)>& phase) {
+                     int refined, OptimizeResult& result, const std::function<void(const std::string&)>& phase) {
   double fastest = result.variants[result.chosen_variant].measured_seconds;
   for (const PlanVariant& v : result.variants)
     if (v.measured_seconds >= 0) fastest = std::min(fastest, v.measured_seconds);
   std::vector<int> finalists = {result.chosen_variant};
+  if (refined >= 0 && refined != result.chosen_variant) finalists.push_back(refined);
   std::vector<int> others;
   for (size_t k = 0; k < result.variants.size(); ++k) {
     const double t = result.variants[k].measured_seconds;
-    if (static_cast<int>(k) != result.chosen_variant && !parts[k].empty() && t >= 0 && t <= options.finalist_factor * fastest)
+    if (std::find(finalists.begin(), finalists.end(), static_cast<int>(k)) == finalists.end() && !parts[k].empty() &&
+        t >= 0 && t <= options.finalist_factor * fastest)
       others.push_back(static_cast<int>(k));
   }
   std::sort(others.begin(), others.end(),
@@ -499,6 +502,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     for (const Backend* b : backends)
       (void)db->store(base_key(*b), b == fastest_placement ? Cost::of(0) : Cost::invalid("not the base"), "refine base");
   }
+  int refined_variant = -1;
   if (fastest_placement && options.refine_max_tries > 0) {
     phase("refine " + fastest_placement->name());
     measure_node_times(g, backends, inputs, measure, db.get(), node_seconds);
@@ -551,6 +555,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
       const bool placement_chosen = result.chosen_variant == fastest_placement_variant;
       search = placement_search_result(g, refined.partitions, *timing, charged_transition, "refined placement");
       parts = refined.partitions;
+      refined_variant = static_cast<int>(result.variants.size());
       if (best < 0 || placement_chosen || pv.measured_seconds < best) {
         best = pv.measured_seconds;
         result.chosen_variant = static_cast<int>(result.variants.size());
@@ -560,7 +565,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     searches.push_back(std::move(search));
     contender_parts.push_back(std::move(parts));
   }
-  if (best > 0) choose_in_turns(g, contender_parts, inputs, measure, options, result, phase);
+  if (best > 0) choose_in_turns(g, contender_parts, inputs, measure, options, refined_variant, result, phase);
   if (best < 0) return internal_error("no plan could be run: " + result.variants.back().error);
   for (const SearchResult& search : searches) {
     result.costed += static_cast<int>(search.evaluated.size());

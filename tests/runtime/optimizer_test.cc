@@ -305,8 +305,8 @@ TEST(Optimizer, ChoosesTheFastestContenderEndToEnd) {
     ++placements;
   }
   EXPECT_GT(placements, 0);
-  // The contenders measured near the fastest are the finalists, timed again side by side; the
-  // chosen one ran fastest there. Its plan covers every node once.
+  // The contenders measured near the fastest (and the refined placement) are the finalists, timed
+  // again side by side; the chosen one ran fastest there. Its plan covers every node once.
   ASSERT_GE(r->chosen_variant, 0);
   ASSERT_LT(r->chosen_variant, static_cast<int>(r->variants.size()));
   double fastest = -1;
@@ -319,12 +319,15 @@ TEST(Optimizer, ChoosesTheFastestContenderEndToEnd) {
     if (v.measured_seconds == fastest) {
       EXPECT_GE(v.final_seconds, 0) << v.name << ": the fastest is a finalist";
     }
-    if (v.measured_seconds > o.finalist_factor * fastest) {
+    if (v.measured_seconds > o.finalist_factor * fastest && v.name.rfind("refined:", 0) != 0) {
       EXPECT_LT(v.final_seconds, 0) << v.name;
     }
   }
   int near_fastest = 0;
-  for (const PlanVariant& v : r->variants) near_fastest += v.measured_seconds >= 0 && v.measured_seconds <= o.finalist_factor * fastest;
+  for (const PlanVariant& v : r->variants) {
+    near_fastest += v.measured_seconds >= 0 &&
+                    (v.measured_seconds <= o.finalist_factor * fastest || v.name.rfind("refined:", 0) == 0);
+  }
   EXPECT_EQ(finalists, near_fastest > 1 ? std::min(near_fastest, o.max_finalists) : 0);
   const PlanVariant& chosen = r->variants[r->chosen_variant];
   if (finalists > 1) {
