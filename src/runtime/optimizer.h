@@ -61,7 +61,7 @@ struct OptimizeOptions {
   // machine the same det placement measured 33 ms in one phase and 61 ms in another. (Also how far
   // the placement refined last time may fall behind the fastest and still be refined again.)
   double finalist_factor = 1.3;
-  int max_finalists = 4;
+  int max_finalists = 3;
   int refine_max_tries = 24;
   double refine_min_gain = 0.015;
   double refine_min_saving = 0.002;
