@@ -232,15 +232,22 @@ TEST(Plan, JsonRoundTripAndRefusals) {
   EXPECT_FALSE(read_plan(temp_path("missing.json")).ok());
 }
 
-TEST(Optimizer, PlansMeasuresOnceAndReplays) {
-  TestGraph t = small_net();
-  std::string db = temp_path("costs.sqlite");
+// Options for optimizing t at one thread with quick measurements; db "": no cost database.
+OptimizeOptions small_options(const TestGraph& t, const std::string& db) {
   OptimizeOptions o;
   o.threads = 1;
   o.cost_db = db;
+  o.use_cost_db = !db.empty();
   o.budget_seconds = 120;
   o.measure = quick();
   o.inputs = named_inputs(t);
+  return o;
+}
+
+TEST(Optimizer, PlansMeasuresOnceAndReplays) {
+  TestGraph t = small_net();
+  std::string db = temp_path("costs.sqlite");
+  OptimizeOptions o = small_options(t, db);
   o.model_name = "small_net";
   o.placements = false;  // the searched plan itself (placements contend in ChoosesTheFastestContenderEndToEnd)
   auto first = optimize_graph(t.g, o);
@@ -286,12 +293,7 @@ TEST(Optimizer, PlansMeasuresOnceAndReplays) {
 
 TEST(Optimizer, ChoosesTheFastestContenderEndToEnd) {
   TestGraph t = small_net();
-  OptimizeOptions o;
-  o.threads = 1;
-  o.use_cost_db = false;
-  o.budget_seconds = 120;
-  o.measure = quick();
-  o.inputs = named_inputs(t);
+  OptimizeOptions o = small_options(t, "");
   auto r = optimize_graph(t.g, o);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   // Every available backend's own placement contended, timed end to end.
@@ -366,12 +368,7 @@ TEST(Optimizer, ChoosesTheFastestContenderEndToEnd) {
 TEST(Optimizer, RefinementKeepsItsBaseWhileItIsClose) {
   TestGraph t = small_net();
   std::string db = temp_path("base.sqlite");
-  OptimizeOptions o;
-  o.threads = 1;
-  o.cost_db = db;
-  o.budget_seconds = 120;
-  o.measure = quick();
-  o.inputs = named_inputs(t);
+  OptimizeOptions o = small_options(t, db);
   auto base_of = [](const OptimizeResult& r) {
     for (const PlanVariant& v : r.variants)
       if (v.name.rfind("refined:", 0) == 0) return v.name.substr(8);
