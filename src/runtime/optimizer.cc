@@ -274,17 +274,19 @@ double expected_placement_seconds(const Graph& g, const Backend& b,
 }
 
 // The finals (OptimizeOptions::finalist_factor): the contenders measured near the fastest, the
-// chosen one and the refined placement (`refined`, -1: none; its moves won paired timings, and one
-// slow timing of it must not drop it) always among them, are timed once more side by side, taking
+// chosen one and the refined placements (`refined`: their moves won paired timings, and one slow
+// timing must not drop them) always among them, are timed once more side by side, taking
 // turns, and the fastest there is chosen.
 void choose_in_turns(const Graph& g, const std::vector<std::vector<Partition>>& parts,
                      const std::vector<Tensor>& inputs, const MeasureOptions& measure, const OptimizeOptions& options,
-                     int refined, OptimizeResult& result, const std::function<void(const std::string&)>& phase) {
+                     const std::vector<int>& refined, OptimizeResult& result,
+                     const std::function<void(const std::string&)>& phase) {
   double fastest = result.variants[result.chosen_variant].measured_seconds;
   for (const PlanVariant& v : result.variants)
     if (v.measured_seconds >= 0) fastest = std::min(fastest, v.measured_seconds);
   std::vector<int> finalists = {result.chosen_variant};
-  if (refined >= 0 && refined != result.chosen_variant) finalists.push_back(refined);
+  for (int k : refined)
+    if (k != result.chosen_variant) finalists.push_back(k);
   std::vector<int> others;
   for (size_t k = 0; k < result.variants.size(); ++k) {
     const double t = result.variants[k].measured_seconds;
@@ -481,32 +483,28 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
       contender_parts.push_back(std::move(parts));
     }
   }
-  // The refinement starts from the fastest placement, or from the one it started from last time
-  // (kept in the cost database) while that one measures near the fastest (finalist_factor): det's
-  // oneDNN and native placements run within a few percent of each other, single timings of either
-  // came out 50% slow at times, and a base that followed the machine's noise had every run try a
-  // new set of moves, none of them remembered.
-  if (fastest_placement && db && options.refine_max_tries > 0) {
-    auto base_key = [&](const Backend& b) {
-      return CostKey{"refine-base:" + graph_hash(g), b.name(), b.version(), options.threads, cpu_model()};
-    };
+  // The refinement starts from the fastest placement and from the others measured near it
+  // (finalist_factor; at most two bases, each with a share of the time): det's oneDNN and native
+  // placements run within a few percent of each other, single timings of either came out 50% slow
+  // at times, and only oneDNN's base has the move that wins (the head region to native).
+  std::vector<std::pair<const Backend*, int>> bases;  // (backend, its placement's variant)
+  if (fastest_placement && options.refine_max_tries > 0) {
+    bases.emplace_back(fastest_placement, fastest_placement_variant);
+    int second = -1;
     for (size_t k = 0; k < result.variants.size(); ++k) {
       const PlanVariant& v = result.variants[k];
-      const Backend* b = v.name.rfind("placement:", 0) == 0 ? find_backend(v.name.substr(10)) : nullptr;
-      if (!b || b == fastest_placement || v.measured_seconds < 0 || v.measured_seconds > options.finalist_factor * fastest_placement_seconds)
+      if (static_cast<int>(k) == fastest_placement_variant || v.name.rfind("placement:", 0) != 0 ||
+          v.measured_seconds < 0 || v.measured_seconds > options.finalist_factor * fastest_placement_seconds)
         continue;
-      auto stored = db->lookup(base_key(*b));
-      if (stored.ok() && *stored && (**stored).valid) {
-        fastest_placement = b, fastest_placement_variant = static_cast<int>(k);
-        break;
-      }
+      if (second < 0 || v.measured_seconds < result.variants[second].measured_seconds) second = static_cast<int>(k);
     }
-    for (const Backend* b : backends)
-      (void)db->store(base_key(*b), b == fastest_placement ? Cost::of(0) : Cost::invalid("not the base"), "refine base");
+    if (second >= 0) bases.emplace_back(find_backend(result.variants[second].name.substr(10)), second);
   }
-  int refined_variant = -1;
-  if (fastest_placement && options.refine_max_tries > 0) {
-    phase("refine " + fastest_placement->name());
+  std::vector<int> refined_variants;
+  for (size_t i = 0; i < bases.size(); ++i) {
+    const auto [base, base_variant] = bases[i];
+    if (!base || (options.stop && options.stop())) continue;
+    phase("refine " + base->name());
     measure_node_times(g, backends, inputs, measure, db.get(), node_seconds);
     // Outcomes of moves by model, nodes moved (one node by its index, a region by a hash of its
     // indices), the two backends, thread count and CPU.
@@ -519,8 +517,8 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
                  static_cast<unsigned long long>(fnv1a64(ids.data(), ids.size() * sizeof(int))));
         moved = hex;
       }
-      return CostKey{"move:" + graph_hash(g) + ":" + moved, fastest_placement->name() + "->" + to.name(),
-                     fastest_placement->version() + " | " + to.version(), options.threads, cpu_model()};
+      return CostKey{"move:" + graph_hash(g) + ":" + moved, base->name() + "->" + to.name(),
+                     base->version() + " | " + to.version(), options.threads, cpu_model()};
     };
     MoveMemory memory;
     memory.recall = [&](const NodeSet& nodes, const Backend& to) -> std::optional<bool> {
@@ -532,16 +530,18 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     memory.remember = [&](const NodeSet& nodes, const Backend& to, bool kept) {
       if (db) (void)db->store(move_key(nodes, to), kept ? Cost::of(0) : Cost::invalid("lost end to end"), "move");
     };
-    Refinement refined = refine_placement(g, *fastest_placement, backends, node_seconds, inputs, measure, options,
-                                          deadline, &memory);
+    const auto now = Clock::now();
+    const auto base_deadline = now + std::max(Clock::duration::zero(), deadline - now) / static_cast<int>(bases.size() - i);
+    Refinement refined = refine_placement(g, *base, backends, node_seconds, inputs, measure, options, base_deadline,
+                                          &memory);
     PlanVariant pv;
-    pv.name = "refined:" + fastest_placement->name();
+    pv.name = "refined:" + base->name();
     pv.predicted_seconds = -1;
     for (const Partition& p : refined.partitions)
       if (std::find(pv.backends.begin(), pv.backends.end(), p.backend->name()) == pv.backends.end())
         pv.backends.push_back(p.backend->name());
     pv.error = std::to_string(refined.moves) + " of " + std::to_string(refined.tried) + " moves kept";
-    result.refinement_moves = refined.log;
+    result.refinement_moves.insert(result.refinement_moves.end(), refined.log.begin(), refined.log.end());
     SearchResult search;
     std::vector<Partition> parts;
     std::optional<PlanTiming> timing;
@@ -554,10 +554,10 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     if (timing) {
       pv.measured_seconds = timing->total.seconds;
       // Its moves beat the placement in paired timings; against a searched plan, the end-to-end times decide.
-      const bool placement_chosen = result.chosen_variant == fastest_placement_variant;
+      const bool placement_chosen = result.chosen_variant == base_variant;
       search = placement_search_result(g, refined.partitions, *timing, charged_transition, "refined placement");
       parts = refined.partitions;
-      refined_variant = static_cast<int>(result.variants.size());
+      refined_variants.push_back(static_cast<int>(result.variants.size()));
       if (best < 0 || placement_chosen || pv.measured_seconds < best) {
         best = pv.measured_seconds;
         result.chosen_variant = static_cast<int>(result.variants.size());
@@ -567,7 +567,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     searches.push_back(std::move(search));
     contender_parts.push_back(std::move(parts));
   }
-  if (best > 0) choose_in_turns(g, contender_parts, inputs, measure, options, refined_variant, result, phase);
+  if (best > 0) choose_in_turns(g, contender_parts, inputs, measure, options, refined_variants, result, phase);
   if (best < 0) return internal_error("no plan could be run: " + result.variants.back().error);
   for (const SearchResult& search : searches) {
     result.costed += static_cast<int>(search.evaluated.size());

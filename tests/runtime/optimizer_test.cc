@@ -9,6 +9,7 @@
 #include <limits>
 #include <filesystem>
 #include <random>
+#include <set>
 
 #include <unistd.h>
 
@@ -363,35 +364,24 @@ TEST(Optimizer, ChoosesTheFastestContenderEndToEnd) {
   for (const PlanVariant& v : searched->variants) EXPECT_EQ(v.name.rfind("placement:", 0), std::string::npos) << v.name;
 }
 
-// A second optimization with the same cost database refines the placement the first one refined
-// while that placement measures near the fastest, so that it recalls the moves it tried.
-TEST(Optimizer, RefinementKeepsItsBaseWhileItIsClose) {
+// The refinement starts from the fastest placement and from the next one when it measured near the
+// fastest (single timings on a shared machine cannot tell two close placements apart).
+TEST(Optimizer, RefinementStartsFromThePlacementsNearTheFastest) {
   TestGraph t = small_net();
-  std::string db = temp_path("base.sqlite");
-  OptimizeOptions o = small_options(t, db);
-  auto base_of = [](const OptimizeResult& r) {
-    for (const PlanVariant& v : r.variants)
-      if (v.name.rfind("refined:", 0) == 0) return v.name.substr(8);
-    return std::string();
-  };
-  auto first = optimize_graph(t.g, o);
-  ASSERT_TRUE(first.ok()) << first.status().to_string();
-  const std::string base = base_of(*first);
-  ASSERT_FALSE(base.empty());
-  for (int run = 0; run < 3; ++run) {
-    auto again = optimize_graph(t.g, o);
-    ASSERT_TRUE(again.ok()) << again.status().to_string();
-    double fastest = -1, base_seconds = -1;
-    for (const PlanVariant& v : again->variants) {
-      if (v.name.rfind("placement:", 0) != 0 || v.measured_seconds < 0) continue;
-      if (fastest < 0 || v.measured_seconds < fastest) fastest = v.measured_seconds;
-      if (v.name == "placement:" + base) base_seconds = v.measured_seconds;
-    }
-    if (base_seconds >= 0 && base_seconds <= o.finalist_factor * fastest) {
-      EXPECT_EQ(base_of(*again), base) << "run " << run;
-    }
-  }
-  std::filesystem::remove(db);
+  OptimizeOptions o = small_options(t, "");
+  auto r = optimize_graph(t.g, o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  std::vector<std::pair<double, std::string>> placements;
+  for (const PlanVariant& v : r->variants)
+    if (v.name.rfind("placement:", 0) == 0 && v.measured_seconds >= 0) placements.emplace_back(v.measured_seconds, v.name.substr(10));
+  ASSERT_FALSE(placements.empty());
+  std::sort(placements.begin(), placements.end());
+  std::set<std::string> want = {placements[0].second};
+  if (placements.size() > 1 && placements[1].first <= o.finalist_factor * placements[0].first) want.insert(placements[1].second);
+  std::set<std::string> refined;
+  for (const PlanVariant& v : r->variants)
+    if (v.name.rfind("refined:", 0) == 0) refined.insert(v.name.substr(8));
+  EXPECT_EQ(refined, want);
 }
 
 // The refinement keeps a move only when the whole model runs faster with it, whatever the
