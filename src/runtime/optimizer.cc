@@ -439,6 +439,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
   const Backend* fastest_placement = nullptr;
   double fastest_placement_seconds = -1;
   int fastest_placement_variant = -1;
+  std::vector<std::pair<const Backend*, int>> timed_placements;  // (backend, its variant), run end to end
   if (options.placements) {
     for (const Backend* b : backends) {
       if (options.stop && options.stop()) break;
@@ -469,6 +470,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
         pv.measured_seconds = timing->total.seconds;
         search = placement_search_result(g, *placed, *timing, charged_transition, "placement");
         parts = *placed;
+        timed_placements.emplace_back(b, static_cast<int>(result.variants.size()));
         if (!fastest_placement || pv.measured_seconds < fastest_placement_seconds) {
           fastest_placement = b, fastest_placement_seconds = pv.measured_seconds;
           fastest_placement_variant = static_cast<int>(result.variants.size());
@@ -483,27 +485,25 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
       contender_parts.push_back(std::move(parts));
     }
   }
-  // The refinement starts from the fastest placement and from the others measured near it
+  // The refinement starts from the fastest placement and from the next one when it measured near it
   // (finalist_factor; at most two bases, each with a share of the time): det's oneDNN and native
   // placements run within a few percent of each other, single timings of either came out 50% slow
   // at times, and only oneDNN's base has the move that wins (the head region to native).
   std::vector<std::pair<const Backend*, int>> bases;  // (backend, its placement's variant)
   if (fastest_placement && options.refine_max_tries > 0) {
     bases.emplace_back(fastest_placement, fastest_placement_variant);
-    int second = -1;
-    for (size_t k = 0; k < result.variants.size(); ++k) {
-      const PlanVariant& v = result.variants[k];
-      if (static_cast<int>(k) == fastest_placement_variant || v.name.rfind("placement:", 0) != 0 ||
-          v.measured_seconds < 0 || v.measured_seconds > options.finalist_factor * fastest_placement_seconds)
-        continue;
-      if (second < 0 || v.measured_seconds < result.variants[second].measured_seconds) second = static_cast<int>(k);
+    const std::pair<const Backend*, int>* second = nullptr;
+    for (const auto& placement : timed_placements) {
+      const double t = result.variants[placement.second].measured_seconds;
+      if (placement.first == fastest_placement || t > options.finalist_factor * fastest_placement_seconds) continue;
+      if (!second || t < result.variants[second->second].measured_seconds) second = &placement;
     }
-    if (second >= 0) bases.emplace_back(find_backend(result.variants[second].name.substr(10)), second);
+    if (second) bases.push_back(*second);
   }
   std::vector<int> refined_variants;
   for (size_t i = 0; i < bases.size(); ++i) {
     const auto [base, base_variant] = bases[i];
-    if (!base || (options.stop && options.stop())) continue;
+    if (options.stop && options.stop()) break;
     phase("refine " + base->name());
     measure_node_times(g, backends, inputs, measure, db.get(), node_seconds);
     // Outcomes of moves by model, nodes moved (one node by its index, a region by a hash of its

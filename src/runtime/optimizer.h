@@ -46,10 +46,11 @@ struct OptimizeOptions {
   // Each backend's whole-model placement is timed end to end after the search and becomes the
   // plan when it runs faster than the searched plans.
   bool placements = true;
-  // Then the fastest placement is refined by moves to backends expected to run them faster: single
+  // Then the fastest placement (and the next one when it measured within `finalist_factor` of it)
+  // is refined by moves to backends expected to run them faster: single
   // nodes, and regions (a node, everything downstream of it, and the producers only they consume),
   // each kept only when the whole model runs at least `refine_min_gain` faster end to end (at most
-  // `refine_max_tries` moves considered, each timed end to end or recalled from the cost database
+  // `refine_max_tries` moves considered per base, each timed end to end or recalled from the cost database
   // as lost before; moves expected to save under `refine_min_saving` of the placement's time are
   // not tried). 0 tries: no refinement.
   // A placement whose nodes' expected times add up to more than this many times the best plan so far
@@ -59,7 +60,7 @@ struct OptimizeOptions {
   // once more side by side, taking turns, and the fastest there becomes the plan. Contenders timed
   // one after another, seconds or minutes apart, are otherwise chosen by when they ran: on a shared
   // machine the same det placement measured 33 ms in one phase and 61 ms in another. (Also how far
-  // the placement refined last time may fall behind the fastest and still be refined again.)
+  // the second placement may fall behind the fastest and still be refined.)
   double finalist_factor = 1.3;
   int max_finalists = 3;
   int refine_max_tries = 24;
