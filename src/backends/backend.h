@@ -64,6 +64,10 @@ class Backend {
   // mixes two own-thread runtimes has their spinning workers take cores from each other, which
   // no per-kernel measurement sees: the optimizer also measures plans limited to one of them.
   virtual std::string thread_runtime() const { return "tessera"; }
+  // For a backend with its own thread runtime: runs a parallel region on those threads. A plan
+  // with kernels of this backend runs tessera's pool loops there too (ThreadPool::
+  // set_region_runner), so one set of workers serves the whole plan. nullptr for "tessera".
+  virtual RegionRunner region_runner() const { return nullptr; }
 
   // Whether node n of g can run here, alone or in a group: ok, or why not ("grouped
   // ConvTranspose not supported"). Types and shapes are the graph's (known after import).

@@ -121,6 +121,15 @@ void ThreadPool::run_ranges(int index) {
   }
 }
 
+void ThreadPool::run_region_thread(void* pool, int index) {
+  auto* self = static_cast<ThreadPool*>(pool);
+  if (index < 0 || index >= self->num_threads_) return;  // ranges exist for num_threads_ only
+  const uint32_t saved = fp_control();
+  if (saved != self->job_fp_control_) set_fp_control(self->job_fp_control_);
+  self->run_ranges(index);
+  if (fp_control() != saved) set_fp_control(saved);
+}
+
 void ThreadPool::parallel_for(int64_t n, int64_t grain,
                               const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
@@ -141,6 +150,11 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   job_fp_control_ = fp_control();
   for (int t = 0; t < num_threads_; ++t) {
     ranges_[t].bounds.store(pack(grains * t / num_threads_, grains * (t + 1) / num_threads_), std::memory_order_relaxed);
+  }
+  if (runner_) {
+    runner_(num_threads_, this, &ThreadPool::run_region_thread);
+    busy_.store(false, std::memory_order_release);
+    return;
   }
   pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   generation_.fetch_add(1);  // publishes the job (sequentially consistent: see sleeping_workers_)

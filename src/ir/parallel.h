@@ -35,6 +35,11 @@ class ScopedFlushDenormals {
   uint32_t saved_;
 };
 
+// Runs body(ctx, t) for t in [0, num_threads) on that many threads at once (the caller is one
+// of them) and returns when all are done: another library's threads (OpenMP's), for
+// ThreadPool::set_region_runner.
+using RegionRunner = void (*)(int num_threads, void* ctx, void (*body)(void* ctx, int thread));
+
 class ThreadPool {
  public:
   // num_threads counts the calling thread: 1 means no worker threads.
@@ -51,11 +56,20 @@ class ThreadPool {
   // the pool must not call parallel_for again (nested calls run inline).
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+  // With a runner, parallel_for runs its threads' shares on the runner's threads instead of this
+  // pool's workers (which then sleep): a plan that mixes oneDNN (OpenMP) kernels with tessera's
+  // runs all of them on OpenMP's workers, instead of two sets of spinning workers taking cores
+  // from each other at every hand-over. nullptr returns to the pool's own workers.
+  void set_region_runner(RegionRunner runner) { runner_ = runner; }
+  RegionRunner region_runner() const { return runner_; }
+
  private:
   void worker_loop(int index);
   // Thread `index`'s part of the current job: its own range front to back, then pieces stolen
   // from the back of the others'.
   void run_ranges(int index);
+  // A runner thread's part: run_ranges in the caller's floating-point mode, its own restored after.
+  static void run_region_thread(void* pool, int index);
 
   int num_threads_;
   std::vector<std::thread> workers_;
@@ -83,6 +97,7 @@ class ThreadPool {
   std::atomic<bool> caller_sleeping_{false};
   std::atomic<bool> stop_{false};
   std::atomic<bool> busy_{false};          // a parallel_for is running (others run inline)
+  RegionRunner runner_ = nullptr;
 };
 
 }  // namespace tessera

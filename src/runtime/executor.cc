@@ -99,6 +99,7 @@ Result<GraphExecutor> GraphExecutor::create(const Graph& g, const std::vector<Pa
       }
       step.kernel = std::move(*kernel);
       step.backend = p->backend;
+      if (!e.region_runner_) e.region_runner_ = p->backend->region_runner();
     } else {
       const Node& n = g.node(step_nodes[s].front());
       step.node = step_nodes[s].front();
@@ -135,6 +136,17 @@ Result<std::vector<Tensor>> GraphExecutor::run(const std::vector<Tensor>& inputs
                                                ThreadPool* threads, RunStats& stats,
                                                std::vector<Tensor>* keep_values) const {
   const Graph& g = *graph_;
+  // The pool's loops run on the plan's other thread runtime for this run (restored after).
+  struct UseRegionRunner {
+    ThreadPool* pool;
+    RegionRunner saved;
+    UseRegionRunner(ThreadPool* p, RegionRunner r) : pool(r ? p : nullptr), saved(pool ? pool->region_runner() : nullptr) {
+      if (pool) pool->set_region_runner(r);
+    }
+    ~UseRegionRunner() {
+      if (pool) pool->set_region_runner(saved);
+    }
+  } use_region_runner(threads, region_runner_);
   if (inputs.size() != g.inputs().size()) {
     return invalid_argument("graph '" + g.name + "' takes " + std::to_string(g.inputs().size()) + " inputs, got " +
                             std::to_string(inputs.size()));

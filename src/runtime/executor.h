@@ -63,6 +63,9 @@ class GraphExecutor {
   const Graph* graph_;
   std::vector<Step> steps_;
   std::vector<int> use_counts_;  // per value: consuming node inputs (explicit and implicit)
+  // The first step backend's own threads, which run the pool's loops during run() (see
+  // Backend::region_runner); nullptr: the pool's workers.
+  RegionRunner region_runner_ = nullptr;
 };
 
 }  // namespace tessera

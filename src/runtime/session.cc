@@ -1,6 +1,7 @@
 #include "runtime/session.h"
 
 #include "ops/op_registry.h"
+#include "runtime/constant_folding.h"
 
 namespace tessera {
 
@@ -24,6 +25,8 @@ Result<std::unique_ptr<Session>> Session::load(const std::string& model_path, co
   TESSERA_ASSIGN_OR_RETURN(Graph g, import_onnx_file(model_path, opts.import));
   const auto& shapes = opts.input_shapes.empty() && opts.plan ? opts.plan->input_shapes : opts.input_shapes;
   if (!shapes.empty()) TESSERA_RETURN_IF_ERROR(specialize_input_shapes(g, shapes));
+  // Shape computations over now-known dims become constants, so the dims after them are known.
+  TESSERA_RETURN_IF_ERROR(fold_constants(g).status().with_context("folding constants"));
   return from_graph(std::move(g), opts);
 }
 

@@ -216,6 +216,28 @@ Result<int> head_concat(Builder& b, int v) {
   return b.node("Concat", in, {{"axis", i(specs[v].axis)}});
 }
 
+Result<int> head_transpose(Builder& b, int v) {
+  struct Spec { Dims x, perm; };
+  static const Spec specs[kVariants] = {{{7, 13}, {1, 0}},
+                                        {{2, 3, 33}, {0, 2, 1}},
+                                        {{1, 40, 3, 8, 15}, {2, 0, 3, 1, 4}},  // attention's q/k/v split
+                                        {{2, 5, 6, 7}, {0, 2, 3, 1}}};
+  b.description = "Transpose x" + dims_str(specs[v].x) + " perm" + dims_str(specs[v].perm);
+  return b.node("Transpose", {b.input(specs[v].x)}, {{"perm", ints(specs[v].perm)}});
+}
+
+Result<int> head_slice(Builder& b, int v) {
+  struct Spec { Dims x, starts, ends, axes, steps; };
+  static const Spec specs[kVariants] = {{{7, 13}, {1}, {-2}, {1}, {1}},
+                                        {{2, 6, 9}, {0, 8}, {1, 0}, {0, 2}, {1, -2}},
+                                        {{3, 40, 8, 15}, {1}, {2}, {0}, {1}},
+                                        {{2, 5, 6, 7}, {1, 0, -100}, {4, 100, 100}, {1, 2, 3}, {2, 3, 1}}};
+  const Spec& c = specs[v];
+  b.description = "Slice x" + dims_str(c.x) + " starts" + dims_str(c.starts) + " ends" + dims_str(c.ends) +
+                  " axes" + dims_str(c.axes) + " steps" + dims_str(c.steps);
+  return b.node("Slice", {b.input(c.x), b.ints(c.starts), b.ints(c.ends), b.ints(c.axes), b.ints(c.steps)});
+}
+
 Result<int> head_resize(Builder& b, int v) {
   struct Spec { Dims x; std::vector<float> scales; std::string mode, coord, nearest; };
   static const Spec specs[kVariants] = {
@@ -337,6 +359,8 @@ Result<int> head(Builder& b, const std::string& op, int v) {
   if (op == "LayerNormalization") return head_layernorm(b, v);
   if (op == "Concat") return head_concat(b, v);
   if (op == "Resize") return head_resize(b, v);
+  if (op == "Transpose") return head_transpose(b, v);
+  if (op == "Slice") return head_slice(b, v);
   if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax") return head_reduce(b, v, op);
   if (is_unary(op) || is_binary(op)) return head_elementwise(b, op, v);
   return unimplemented("the harness has no case for op '" + op + "'");

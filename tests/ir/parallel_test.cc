@@ -8,7 +8,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <optional>
 #include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -155,6 +158,99 @@ TEST(ThreadPool, WorkersComputeInTheCallersFloatingPointMode) {
     EXPECT_GT(p, 0.0f);
     EXPECT_LT(p, 1e-38f);
   }
+}
+
+// A region runner on threads of its own (as OpenMP's team would be): body(0) on the caller, the
+// others on fresh threads; records which threads ran, and can start fewer threads than asked.
+struct TestRunner {
+  static inline std::atomic<int> regions{0};
+  static inline int threads_to_start = -1;  // < 0: as many as asked
+  static inline std::mutex mu;
+  static inline std::set<std::thread::id> ids;
+  static inline bool flush_in_workers = false;  // the started threads run in flush-to-zero mode
+  static inline std::atomic<uint32_t> worker_mode_after{0};
+  static void run(int n, void* ctx, void (*body)(void*, int)) {
+    ++regions;
+    const int started = threads_to_start < 0 ? n : threads_to_start;
+    std::vector<std::thread> others;
+    for (int t = 1; t < started; ++t)
+      others.emplace_back([=] {
+        { std::lock_guard<std::mutex> lock(mu); ids.insert(std::this_thread::get_id()); }
+        std::optional<ScopedFlushDenormals> flush;
+        if (flush_in_workers) flush.emplace();
+        body(ctx, t);
+        worker_mode_after = fp_control();
+      });
+    body(ctx, 0);
+    for (std::thread& t : others) t.join();
+  }
+};
+
+TEST(ThreadPool, RegionRunnerRunsTheSharesOnItsThreads) {
+  ThreadPool pool(3);
+  pool.set_region_runner(&TestRunner::run);
+  EXPECT_EQ(pool.region_runner(), &TestRunner::run);
+  TestRunner::regions = 0;
+  TestRunner::ids.clear();
+  for (int64_t n : {2, 3, 17, 1000, 4096}) expect_exact_cover(pool, n, 1);
+  expect_exact_cover(pool, 1000, 7);
+  EXPECT_EQ(TestRunner::regions.load(), 6);
+  EXPECT_GE(TestRunner::ids.size(), 2u);  // the runner's threads took part
+  // Work items ran on the runner's threads, not the pool's workers.
+  std::mutex mu;
+  std::set<std::thread::id> seen;
+  pool.parallel_for(3000, 1, [&](int64_t, int64_t) {
+    std::this_thread::sleep_for(std::chrono::microseconds(5));
+    std::lock_guard<std::mutex> lock(mu);
+    seen.insert(std::this_thread::get_id());
+  });
+  seen.erase(std::this_thread::get_id());
+  for (std::thread::id id : seen) EXPECT_TRUE(TestRunner::ids.count(id)) << "a pool worker ran a share";
+
+  // A runner that starts fewer threads than the pool has: the shares of the missing ones are
+  // stolen, every index still runs once.
+  TestRunner::threads_to_start = 1;
+  for (int64_t n : {5, 999}) expect_exact_cover(pool, n, 1);
+  TestRunner::threads_to_start = -1;
+
+  pool.set_region_runner(nullptr);  // back to the pool's own workers
+  const int before = TestRunner::regions.load();
+  expect_exact_cover(pool, 1000, 1);
+  EXPECT_EQ(TestRunner::regions.load(), before);
+}
+
+TEST(ThreadPool, RegionRunnerThreadsComputeInTheCallersModeAndKeepTheirOwn) {
+  ThreadPool pool(2);
+  pool.set_region_runner(&TestRunner::run);
+  volatile float tiny = 1e-30f;
+  std::vector<float> out(64, -1.0f);
+  {
+    ScopedFlushDenormals flush;
+    pool.parallel_for(64, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) out[static_cast<size_t>(i)] = tiny * 1e-10f;
+    });
+  }
+#if defined(__x86_64__) || defined(__i386__)
+  for (float p : out) EXPECT_EQ(p, 0.0f);
+#endif
+  // A runner thread in a mode of its own (flush to zero, while the caller is not) computes its
+  // share in the caller's mode and is back in its own mode after.
+  TestRunner::flush_in_workers = true;
+  pool.parallel_for(64, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      out[static_cast<size_t>(i)] = tiny * 1e-10f;
+      std::this_thread::sleep_for(std::chrono::microseconds(20));  // let both threads take some
+    }
+  });
+  TestRunner::flush_in_workers = false;
+  for (float p : out) EXPECT_GT(p, 0.0f);
+#if defined(__x86_64__) || defined(__i386__)
+  EXPECT_NE(TestRunner::worker_mode_after.load(), fp_control());
+  {
+    ScopedFlushDenormals flush;
+    EXPECT_EQ(TestRunner::worker_mode_after.load(), fp_control());
+  }
+#endif
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <random>
 #include <set>
@@ -31,7 +32,11 @@ class GroupingBackend final : public Backend {
     ++compiled;
     return std::unique_ptr<Kernel>(new GroupKernel(sg));
   }
+  RegionRunner region_runner() const override { return runner; }
   mutable int compiled = 0;
+  RegionRunner runner = nullptr;  // as if its kernels ran on threads of their own
+  // The pool's region runner as each kernel run saw it.
+  static inline std::vector<RegionRunner> runners_seen;
 
  private:
   class GroupKernel final : public Kernel {
@@ -40,6 +45,7 @@ class GroupingBackend final : public Backend {
     Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
                KernelRunContext& ctx) override {
       const Graph& g = sg_.graph();
+      runners_seen.push_back(ctx.pool ? ctx.pool->region_runner() : nullptr);
       std::map<int, Tensor> vals;
       for (size_t i = 0; i < inputs.size(); ++i) vals[sg_.inputs()[i]] = *inputs[i];
       for (int n : sg_.nodes()) {
@@ -136,6 +142,58 @@ TEST(Placement, WholeChainBecomesOneKernel) {
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(b.compiled, 1);
   EXPECT_EQ(e->steps_per_backend().at("grouping"), 1);
+}
+
+// Runs the shares one after another on the caller (a valid runner: a share that does not run
+// in parallel is still run), counting regions.
+std::atomic<int> sequential_regions{0};
+void sequential_runner(int n, void* ctx, void (*body)(void*, int)) {
+  ++sequential_regions;
+  for (int t = 0; t < n; ++t) body(ctx, t);
+}
+
+TEST(Placement, PlanWithAnOwnThreadRuntimeRunsThePoolsLoopsThere) {
+  // relu, neg on a backend with its own threads; exp, add on one without: during the run, every
+  // kernel sees the pool handing its loops to the first backend's runner; after it, the pool's
+  // own workers again.
+  Graph g = diamond();
+  GroupingBackend own({"Relu", "Neg"}), plain({"Exp", "Add"});
+  own.runner = &sequential_runner;
+  std::vector<Partition> parts = {
+      {NodeSet::of(g.num_nodes(), {node_named(g, "relu"), node_named(g, "neg")}), &own},
+      {NodeSet::of(g.num_nodes(), {node_named(g, "exp")}), &plain},
+      {NodeSet::of(g.num_nodes(), {node_named(g, "add")}), &plain}};
+  auto e = GraphExecutor::create(g, parts);
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  BufferPool buffers;
+  ThreadPool pool(2);
+  RunStats stats;
+  GroupingBackend::runners_seen.clear();
+  sequential_regions = 0;
+  const Tensor x = random_floats({5, 7}, 4);
+  auto got = e->run({x}, {}, buffers, &pool, stats);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  ASSERT_EQ(GroupingBackend::runners_seen.size(), 3u);
+  for (RegionRunner r : GroupingBackend::runners_seen) EXPECT_EQ(r, &sequential_runner);
+  EXPECT_EQ(pool.region_runner(), nullptr);
+  auto want = run(g, {}, {x});
+  ASSERT_TRUE(want.ok());
+  EXPECT_EQ(std::memcmp(want->at(0).raw_data(), got->at(0).raw_data(), want->at(0).nbytes()), 0);
+  pool.parallel_for(1000, 1, [](int64_t, int64_t) {});
+  EXPECT_EQ(sequential_regions.load(), 0);  // no loop of this graph ran in parallel ...
+  // ... but one does with the runner set, and it runs through it.
+  pool.set_region_runner(&sequential_runner);
+  pool.parallel_for(1000, 1, [](int64_t, int64_t) {});
+  EXPECT_EQ(sequential_regions.load(), 1);
+
+  // Without an own-thread backend in the plan, the pool keeps its workers.
+  pool.set_region_runner(nullptr);
+  GroupingBackend::runners_seen.clear();
+  auto plain_only = GraphExecutor::create(g, {{NodeSet::of(g.num_nodes(), {node_named(g, "exp")}), &plain}});
+  ASSERT_TRUE(plain_only.ok());
+  ASSERT_TRUE(plain_only->run({x}, {}, buffers, &pool, stats).ok());
+  ASSERT_EQ(GroupingBackend::runners_seen.size(), 1u);
+  EXPECT_EQ(GroupingBackend::runners_seen[0], nullptr);
 }
 
 TEST(Placement, SubGraphBoundary) {

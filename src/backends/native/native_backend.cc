@@ -9,6 +9,7 @@
 #include "backends/native/gather_kernels.h"
 #include "backends/native/gemm_kernels.h"
 #include "backends/native/isa.h"
+#include "backends/native/layout_kernels.h"
 #include "backends/native/llm_kernels.h"
 #include "backends/native/native_compile.h"
 #include "backends/native/row_kernels.h"
@@ -28,6 +29,7 @@ Status native_supports(const Graph& g, int n) {
   if (is_conv_op(op)) return check_conv_node(g, n);
   if (op == "BatchNormalization") return check_batch_norm_node(g, n);
   if (is_gather_op(op)) return check_gather_node(g, n);
+  if (is_layout_op(op)) return check_layout_node(g, n);
   return unimplemented("native has no kernel for " + op);
 }
 
@@ -81,6 +83,8 @@ Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKern
     return compile_batch_norm_kernel(sg);
   if (sg.size() == 1 && is_row_op(g.node(sg.nodes().first()).op_type))
     return compile_row_kernel(sg, isa);
+  if (sg.size() == 1 && is_layout_op(g.node(sg.nodes().first()).op_type))
+    return compile_layout_kernel(sg);
   return compile_eltwise_kernel(sg, isa);
 }
 
@@ -109,7 +113,7 @@ class NativeBackend final : public Backend {
     // The revision is part of every cost database key of this backend: raise it when what the
     // kernels accept or how fast they run changes, so that costs measured before (a group once
     // refused, a slower kernel) are measured again instead of read back.
-    return std::string("tessera native r7 (") + native::isa_name(native::best_isa()) + ")";
+    return std::string("tessera native r8 (") + native::isa_name(native::best_isa()) + ")";
   }
   Status available() const override { return Status(); }  // the scalar kernels run anywhere
   FusionStyle fusion_style() const override { return FusionStyle::kTvmLike; }
@@ -120,7 +124,7 @@ class NativeBackend final : public Backend {
     std::vector<std::string> p = native::eltwise_op_types();
     for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "Softmax", "LayerNormalization",
                            "MatMul", "Gemm", "Conv", "ConvTranspose", "BatchNormalization",
-                           "Resize", "Concat", "GlobalAveragePool"}) {
+                           "Resize", "Concat", "GlobalAveragePool", "Transpose", "Slice"}) {
       p.push_back(op);
     }
     for (const char* chain : kFusedChains) p.push_back(chain);

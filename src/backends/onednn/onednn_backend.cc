@@ -1,6 +1,8 @@
 // The oneDNN backend: any convex group of supported nodes becomes one kernel. The group is
 // lowered once into units (anchor primitive + post-ops, onednn_program.h); a plan of oneDNN
 // primitives is built per input shape (onednn_plan.h), at compile time when shapes are static.
+#include <omp.h>
+
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -13,6 +15,12 @@ namespace tessera {
 namespace {
 
 using onednn::Dims;
+
+// tessera's pool loops on OpenMP's threads (the team oneDNN's primitives run on).
+void run_openmp_region(int num_threads, void* ctx, void (*body)(void* ctx, int thread)) {
+#pragma omp parallel num_threads(num_threads)
+  body(ctx, omp_get_thread_num());
+}
 using onednn::Plan;
 using onednn::Program;
 
@@ -109,6 +117,7 @@ class OnednnBackend final : public Backend {
 
   FusionStyle fusion_style() const override { return FusionStyle::kArbitrary; }
   std::string thread_runtime() const override { return "openmp"; }
+  RegionRunner region_runner() const override { return &run_openmp_region; }
   // Deep enough that the PP-OCR det network is one kernel: layouts stay blocked throughout.
   int max_fusion_depth() const override { return 512; }
 
