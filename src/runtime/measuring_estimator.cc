@@ -201,6 +201,9 @@ double MeasuringEstimator::transition_seconds(const Backend* from, const Backend
       b.inputs = {&xb};
       BufferPool buffers;
       ThreadPool* pool = pool_.get();
+      // As in a plan with both: the pool's loops on the own thread runtime of either (if any).
+      const RegionRunner saved = pool->region_runner();
+      pool->set_region_runner(from->region_runner() ? from->region_runner() : to->region_runner());
       // Alone, each kernel follows itself; alternating, each follows the other backend, so the
       // pair pays both hand-overs (from->to and to->from): half of the excess is one of them.
       Cost ta = time_repeatedly([&] { return run_once(a, buffers, pool); }, options_);
@@ -211,6 +214,7 @@ double MeasuringEstimator::transition_seconds(const Backend* from, const Backend
             return run_once(b, buffers, pool);
           },
           options_);
+      pool->set_region_runner(saved);
       if (ta.valid && tb.valid && tab.valid) seconds = std::max(0.0, (tab.seconds - ta.seconds - tb.seconds) / 2);
     }
   }

@@ -284,8 +284,12 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
       NodeSet region = downstream_region(g, reach, n, mine, theirs);
       if (region.count() < 2 || std::find(seen.begin(), seen.end(), region) != seen.end()) continue;
       seen.push_back(region);
-      double saving = 0;
-      for (int m : region) saving += (std::isfinite(mine[m]) ? mine[m] : 0) - theirs[m];
+      double saving = 0, share = 0;
+      for (int m : region) {
+        saving += (std::isfinite(mine[m]) ? mine[m] : 0) - theirs[m];
+        share += std::isfinite(mine[m]) ? mine[m] : 0;
+      }
+      if (share > options.refine_max_region_share * total) continue;
       if (saving > min_saving) moves.push_back({std::move(region), o, saving});
     }
   }

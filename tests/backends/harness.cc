@@ -405,6 +405,8 @@ Result<Case> build_case(const std::string& pattern, int variant, uint64_t seed) 
       TESSERA_ASSIGN_OR_RETURN(Dims xd, b.dims_of(x));
       if (xd.size() < 2) return unimplemented("BatchNormalization follows an op whose output has no channel axis");
       x = batchnorm(b, x, xd[1]);
+    } else if (op == "Softmax") {
+      x = b.node("Softmax", {x}, {{"axis", i(-1)}});  // over the last axis, as classifier heads
     } else if (op == "Concat") {
       // The previous output, then a graph input with 1 + variant channels, along axis 1.
       TESSERA_ASSIGN_OR_RETURN(Dims xd, b.dims_of(x));
@@ -414,7 +416,7 @@ Result<Case> build_case(const std::string& pattern, int variant, uint64_t seed) 
       x = b.node("Concat", {x, b.input(yd)}, {{"axis", i(1)}});
     } else {
       return unimplemented("op '" + op + "' cannot follow another op in a harness pattern (only elementwise, "
-                           "BatchNormalization and Concat ops can)");
+                           "BatchNormalization, Softmax and Concat ops can)");
     }
     tol = std::max(tol, tolerance_of(op));
   }

@@ -422,6 +422,55 @@ TEST(NativeGemm, FusedTailsRunOnEachBlock) {
   expect_matches_ref(g, 2e-6, "Gemm+HardSwish");
 }
 
+TEST(NativeGemm, ClosingSoftmaxNormalizesEachRowOfTheProduct) {
+  // A recognition head (40 x 120 by 120 x 6625, scaled down), batched MatMuls, a Gemm, with and
+  // without a tail, rows shorter and longer than a vector, and the opset 11 (flattening) axis.
+  struct Case { Dims a, b; bool bias; int opset; };
+  const Case cases[] = {{{1, 40, 120}, {120, 1325}, true, 13},
+                        {{2, 7, 33}, {33, 5}, false, 13},
+                        {{3, 2, 9, 16}, {3, 1, 16, 70}, true, 13},
+                        {{13, 24}, {24, 17}, true, 11}};
+  for (const Case& c : cases) {
+    TestGraph t;
+    t.opset = c.opset;
+    int y = t.op("MatMul", {t.input(c.a), t.constant(c.b)});
+    if (c.bias) y = t.op("Add", {y, t.constant({c.b.back()})});
+    y = t.op("Softmax", {y}, {{"axis", Attribute::of_int(-1)}});
+    t.finish({y});
+    const SubGraph sg(t.g, NodeSet::all(t.g.num_nodes()));
+    ASSERT_TRUE(native::native_accepts(sg).ok()) << native::native_accepts(sg).to_string();
+    expect_matches_ref(t, 2e-6, "MatMul" + std::string(c.bias ? "+Add" : "") + "+Softmax a" + dims_to_string(c.a));
+  }
+  TestGraph g;  // Gemm + HardSwish + Softmax
+  int gy = g.op("HardSwish", {g.op("Gemm", {g.input({20, 33}), g.input({33, 90}), g.constant({90})})});
+  g.finish({g.op("Softmax", {gy}, {{"axis", Attribute::of_int(1)}})});
+  expect_matches_ref(g, 2e-6, "Gemm+HardSwish+Softmax");
+}
+
+TEST(NativeGemm, RefusesASoftmaxThatDoesNotCloseTheGroup) {
+  auto accepted = [](const TestGraph& t) {
+    return native::native_accepts(SubGraph(t.g, NodeSet::all(t.g.num_nodes()))).ok();
+  };
+  {  // over an axis with dims after it
+    TestGraph t;
+    int y = t.op("MatMul", {t.input({2, 6, 8}), t.constant({8, 5})});
+    t.finish({t.op("Softmax", {y}, {{"axis", Attribute::of_int(1)}})});
+    EXPECT_FALSE(accepted(t));
+  }
+  {  // the product is also read outside
+    TestGraph t;
+    int y = t.op("MatMul", {t.input({6, 8}), t.constant({8, 5})});
+    t.finish({t.op("Softmax", {y}, {{"axis", Attribute::of_int(-1)}}), y});
+    EXPECT_FALSE(accepted(t));
+  }
+  {  // something after the Softmax
+    TestGraph t;
+    int y = t.op("MatMul", {t.input({6, 8}), t.constant({8, 5})});
+    t.finish({t.op("Relu", {t.op("Softmax", {y}, {{"axis", Attribute::of_int(-1)}})})});
+    EXPECT_FALSE(accepted(t));
+  }
+}
+
 // ConvTranspose (kernel == stride) with W [ic, oc, kh, kw], optionally its bias.
 int deconv(TestGraph& t, int x, int64_t ic, int64_t oc, int64_t kh, int64_t kw, bool bias) {
   std::vector<int> in = {x, t.constant({ic, oc, kh, kw})};

@@ -503,6 +503,7 @@ TEST(Optimizer, RefinementMovesDownstreamRegions) {
   std::map<const Backend*, std::vector<double>> node_seconds = {{&base, mine}, {&fast, theirs}};
   OptimizeOptions o;
   o.refine_min_saving = 0.1;  // 1.2 ms: no single node's 1 ms saving is tried
+  o.refine_max_region_share = 1;  // the region is 2 of 3 nodes: most of this small model
   std::vector<NodeSet> remembered;
   MoveMemory memory;
   memory.recall = [](const NodeSet&, const Backend&) -> std::optional<bool> { return std::nullopt; };
@@ -531,6 +532,32 @@ TEST(Optimizer, RefinementMovesDownstreamRegions) {
   EXPECT_GT(r.log[0].before_seconds, r.log[0].after_seconds);
 }
 
+// A region holding most of the base placement's time is the other backend's placement, timed
+// on its own: not a move.
+TEST(Optimizer, RefinementLeavesRegionsOfMostOfTheModelToTheOtherPlacement) {
+  TestGraph t;
+  int x = t.input({4, 64});
+  int a = t.op("Relu", {x});
+  t.finish({t.op("Relu", {t.op("Sigmoid", {a})})});
+  TimedBackend base("base", {{"Relu", 0.003}, {"Sigmoid", 0.003}});
+  TimedBackend fast("fast", {{"Relu", 0.0}, {"Sigmoid", 0.0}});
+  // Per node 4 ms on base; on fast, a 10 ms (its region would not pay), b and c 3 ms: the region
+  // {b, c} promises 2 ms and holds 8 of base's 12 ms.
+  std::vector<double> mine(3, 0.004), theirs(3, 0.003);
+  for (int n = 0; n < 3; ++n)
+    if (t.g.node(n).inputs[0] == x) theirs[n] = 0.010;
+  std::map<const Backend*, std::vector<double>> node_seconds = {{&base, mine}, {&fast, theirs}};
+  for (double share : {0.5, 0.7}) {
+    OptimizeOptions o;
+    o.refine_min_saving = 0.1;  // no single node's 1 ms saving is tried
+    o.refine_max_region_share = share;
+    Refinement r = refine_placement(t.g, base, {&base, &fast}, node_seconds, t.inputs, quick(), o,
+                                    std::chrono::steady_clock::now() + std::chrono::seconds(60), nullptr);
+    EXPECT_EQ(r.tried, share < 2.0 / 3 ? 0 : 1) << share;
+    EXPECT_EQ(r.improved, share > 2.0 / 3) << share;
+  }
+}
+
 // A region that takes in a kept one whole is still tried, and replaces it when the model runs
 // faster again (on det: the Resizes upstream of a kept head region, which shrink its boundary).
 TEST(Optimizer, RefinementGrowsAKeptRegion) {
@@ -547,6 +574,7 @@ TEST(Optimizer, RefinementGrowsAKeptRegion) {
     if (t.g.node(n).inputs[0] == x) theirs[n] = 0.004;
   std::map<const Backend*, std::vector<double>> node_seconds = {{&base, mine}, {&fast, theirs}};
   OptimizeOptions o;
+  o.refine_max_region_share = 1;  // regions of 2 and 3 of 3 nodes
   o.refine_min_saving = 0.45;  // 4 ms: single nodes (3 ms) are not tried, the two regions are
   Refinement r = refine_placement(t.g, base, {&base, &fast}, node_seconds, t.inputs, quick(), o,
                                   std::chrono::steady_clock::now() + std::chrono::seconds(60));

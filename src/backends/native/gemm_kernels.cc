@@ -1,12 +1,14 @@
 // MatMul (numpy batching and broadcasting) and Gemm (transA/transB, alpha, beta, C) on sgemm,
 // optionally followed by an elementwise tail (bias Add, activation, ...) that runs on each block
-// of C as soon as it is complete, while it is still in cache.
+// of C as soon as it is complete, while it is still in cache, and optionally a closing Softmax
+// over rows, in place, once the product is done.
 #include "backends/native/gemm_kernels.h"
 
 #include <algorithm>
 #include <map>
 
 #include "backends/native/eltwise_compile.h"
+#include "backends/native/row_kernels.h"
 #include "backends/native/sgemm.h"
 
 namespace tessera::native {
@@ -92,8 +94,16 @@ class GemmKernel final : public Kernel {
  public:
   GemmKernel(const IsaKernels& isa, GemmPlan plan) : isa_(isa), plan_(std::move(plan)) {}
 
-  Status init(const SubGraph& sg, const Node& anchor, const std::vector<int>& tail) {
+  // softmax: the group's closing Softmax node, or -1.
+  Status init(const SubGraph& sg, const Node& anchor, const std::vector<int>& tail, int softmax) {
     const Graph& g = sg.graph();
+    // What the kernel stores: the subgraph's outputs, the closing Softmax's replaced by its
+    // input (the Softmax then runs in place over that buffer).
+    std::vector<int> stored = sg.outputs();
+    if (softmax >= 0) {
+      TESSERA_ASSIGN_OR_RETURN(softmax_len_, softmax_row_length(g, softmax));
+      stored = {g.node(softmax).inputs[0]};
+    }
     TESSERA_ASSIGN_OR_RETURN(a_, source_of(sg, anchor.inputs[0]));
     TESSERA_ASSIGN_OR_RETURN(b_, source_of(sg, anchor.inputs[1]));
     if (plan_.bias != kNoValue) {
@@ -116,7 +126,7 @@ class GemmKernel final : public Kernel {
     const int anchor_out = anchor.outputs[0];
     if (!tail.empty()) {
       TESSERA_ASSIGN_OR_RETURN(
-          tail_, compile_eltwise(g, tail, tail_outputs(sg, anchor_out), plan_.out_dims));
+          tail_, compile_eltwise(g, tail, tail_outputs(stored, anchor_out), plan_.out_dims));
       for (int v : tail_.input_values) {
         if (v == anchor_out) {
           tail_sources_.push_back(ValueSource{});  // slot -1, no constant: the anchor's C
@@ -127,7 +137,7 @@ class GemmKernel final : public Kernel {
       }
     }
     // Kernel outputs: C itself (anchor_out), or a tail program output.
-    for (int v : sg.outputs()) {
+    for (int v : stored) {
       int pos = -1;
       for (size_t o = 0; o < tail_.program.outputs.size(); ++o)
         if (tail_stored_[o] == v) pos = static_cast<int>(o);
@@ -135,8 +145,7 @@ class GemmKernel final : public Kernel {
       out_pos_.push_back(pos);
     }
     // With one stored value that is not C itself, the tail writes over C in place.
-    in_place_ = tail_stored_.size() == 1 && std::find(sg.outputs().begin(), sg.outputs().end(),
-                                                      anchor_out) == sg.outputs().end();
+    in_place_ = tail_stored_.size() == 1 && std::find(stored.begin(), stored.end(), anchor_out) == stored.end();
     return Status();
   }
 
@@ -213,14 +222,22 @@ class GemmKernel final : public Kernel {
     outputs.resize(out_pos_.size());
     for (size_t i = 0; i < out_pos_.size(); ++i)
       outputs[i] = out_pos_[i] < 0 ? c : tail_out[out_pos_[i]];
+    if (softmax_len_ > 0) {  // the closing Softmax, row by row in place (this kernel's buffer)
+      float* y = outputs[0].data<float>();
+      const int64_t len = softmax_len_, rows = outputs[0].numel() / len;
+      const IsaKernels* isa = &isa_;
+      parallel(ctx.pool, rows, std::max<int64_t>(1, 4096 / len), [=](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) isa->softmax_row(y + r * len, len, y + r * len);
+      });
+    }
     return Status();
   }
 
  private:
   // The tail values the kernel stores: the subgraph outputs other than C.
-  std::vector<int> tail_outputs(const SubGraph& sg, int anchor_out) {
+  std::vector<int> tail_outputs(const std::vector<int>& stored, int anchor_out) {
     tail_stored_.clear();
-    for (int v : sg.outputs())
+    for (int v : stored)
       if (v != anchor_out) tail_stored_.push_back(v);
     return tail_stored_;
   }
@@ -235,6 +252,7 @@ class GemmKernel final : public Kernel {
   std::vector<ValueSource> tail_sources_;
   std::vector<int> out_pos_;  // per kernel output: tail output index, or -1 for C
   bool in_place_ = false;
+  int64_t softmax_len_ = 0;  // > 0: a closing Softmax over rows of this length
 };
 
 }  // namespace
@@ -269,6 +287,19 @@ Status check_gemm_group(const SubGraph& sg) {
   const std::vector<int64_t> dims = g.value(g.node(anchor).outputs[0]).type.static_dims();
   for (int n : sg.nodes()) {
     if (n == anchor) continue;
+    if (g.node(n).op_type == "Softmax") {
+      // Closes the group: the only output, over rows, fed from inside (the product or the tail).
+      TESSERA_RETURN_IF_ERROR(softmax_row_length(g, n).status());
+      const Node& sm = g.node(n);
+      if (sg.outputs().size() != 1 || sg.outputs()[0] != sm.outputs[0])
+        return unimplemented("a Softmax in a MatMul group must produce the group's only output");
+      const int producer = g.value(sm.inputs[0]).producer;
+      if (producer < 0 || !sg.nodes().contains(producer))
+        return unimplemented("a Softmax in a MatMul group reads the product");
+      if (g.value(sm.outputs[0]).type.static_dims() != dims)
+        return unimplemented("an elementwise tail must keep the product's shape");
+      continue;
+    }
     TESSERA_RETURN_IF_ERROR(check_eltwise_node(g, n));
     if (g.value(g.node(n).outputs[0]).type.static_dims() != dims) {
       return unimplemented("an elementwise tail must keep the product's shape");
@@ -282,11 +313,15 @@ Result<std::unique_ptr<Kernel>> compile_gemm_kernel(const SubGraph& sg, const Is
   const Graph& g = sg.graph();
   const int a = anchor_of(sg);
   std::vector<int> tail;
-  for (int n : sg.nodes())
-    if (n != a) tail.push_back(n);
+  int softmax = -1;
+  for (int n : sg.nodes()) {
+    if (n == a) continue;
+    if (g.node(n).op_type == "Softmax") softmax = n;
+    else tail.push_back(n);
+  }
   TESSERA_ASSIGN_OR_RETURN(GemmPlan plan, plan_gemm(g, g.node(a)));
   auto k = std::make_unique<GemmKernel>(isa, std::move(plan));
-  TESSERA_RETURN_IF_ERROR(k->init(sg, g.node(a), tail));
+  TESSERA_RETURN_IF_ERROR(k->init(sg, g.node(a), tail, softmax));
   return std::unique_ptr<Kernel>(std::move(k));
 }
 

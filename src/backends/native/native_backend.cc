@@ -48,7 +48,7 @@ Status native_accepts(const SubGraph& sg) {
     if (is_llm_op(g.node(n))) return unimplemented(op + " runs alone on native");
     if (is_gemm_op(op)) {
       has_gemm = true;
-    } else if (!is_eltwise_op(op)) {
+    } else if (!is_eltwise_op(op) && op != "Softmax") {  // a Softmax may close a MatMul group
       return unimplemented(op + " runs alone on native");
     }
   }
@@ -97,7 +97,7 @@ const char* const kFusedChains[] = {
     "Add+Relu",      "Mul+Add",         "Mul+Add+Relu",     "Add+Clip",       "Add+Clip+Mul+Div",
     "Sigmoid+Mul",   "HardSigmoid+Mul", "Sub+Mul",          "Sub+Pow",        "Div+Erf+Add+Mul",
     "Add+Sqrt+Div",  "Exp+Log",         "Tanh+Mul",         "Neg+Exp+Add",    "Max+Min",
-    "LeakyRelu+Mul", "MatMul+Add",      "MatMul+Add+Relu",  "MatMul+Add+Add", "MatMul+Mul",
+    "LeakyRelu+Mul", "MatMul+Add", "MatMul+Add+Softmax",      "MatMul+Add+Relu",  "MatMul+Add+Add", "MatMul+Mul",
     "Gemm+Relu",     "Gemm+HardSwish",  "Gemm+Add+Sigmoid",
     "ConvTranspose+Add", "ConvTranspose+Add+Sigmoid",
     "ConvTranspose+BatchNormalization+Relu", "ConvTranspose+Relu",

@@ -416,6 +416,15 @@ Status check_row_node(const Graph& g, int n) {
   return plan_reduce(g, node).status();
 }
 
+Result<int64_t> softmax_row_length(const Graph& g, int n) {
+  const Node& node = g.node(n);
+  if (node.op_type != "Softmax") return invalid_argument(node.describe() + " is not a Softmax");
+  TESSERA_RETURN_IF_ERROR(check_row_node(g, n));
+  TESSERA_ASSIGN_OR_RETURN(Split3 s, plan_softmax(g, node));
+  if (s.inner != 1) return unimplemented("a Softmax over an axis with dims after it");
+  return s.len;
+}
+
 Result<std::unique_ptr<Kernel>> compile_row_kernel(const SubGraph& sg, const IsaKernels& isa) {
   if (sg.size() != 1) return unimplemented("row kernels run single nodes");
   const Graph& g = sg.graph();

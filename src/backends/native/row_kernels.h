@@ -11,5 +11,8 @@ bool is_row_op(const std::string& op_type);
 // supports() for one of these nodes: float32, static shapes, constant axes.
 Status check_row_node(const Graph& g, int n);
 Result<std::unique_ptr<Kernel>> compile_row_kernel(const SubGraph& sg, const IsaKernels& isa);
+// For a supported Softmax node that normalizes contiguous rows (nothing after its axis, or the
+// flattened trailing dims before opset 13): the row length; an error for any other.
+Result<int64_t> softmax_row_length(const Graph& g, int n);
 
 }  // namespace tessera::native
