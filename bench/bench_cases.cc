@@ -236,8 +236,10 @@ Tensor random_tensor(const std::vector<int64_t>& dims, uint64_t seed, float scal
 }
 
 std::vector<BenchCase> gemm_cases() {
-  return {gemm_case(1, 4096, 4096), gemm_case(64, 768, 768), gemm_case(512, 512, 512),
-          gemm_case(2048, 2048, 2048)};
+  // ... and the PP-OCR rec model's: its SVTR neck (40 tokens of 120) and its CTC head.
+  return {gemm_case(1, 4096, 4096),   gemm_case(64, 768, 768),   gemm_case(512, 512, 512),
+          gemm_case(2048, 2048, 2048), gemm_case(40, 120, 360),   gemm_case(40, 240, 120),
+          gemm_case(40, 120, 6625)};
 }
 
 std::vector<BenchCase> depthwise_cases() {
