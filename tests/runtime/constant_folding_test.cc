@@ -6,20 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <random>
 
+#include "backends/test_graph.h"
 #include "ops/op_registry.h"
 #include "runtime/session.h"
 
 namespace tessera {
 namespace {
 
-Tensor random_floats(std::vector<int64_t> dims, uint64_t seed) {
-  Tensor t(DType::kFloat32, std::move(dims));
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-2.f, 2.f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
+Tensor random_floats(const std::vector<int64_t>& dims, uint64_t seed) {
+  return testing_graph::random_tensor(dims, seed);
 }
 
 int count_op(const Graph& g, const std::string& op) {

@@ -49,7 +49,8 @@ std::vector<int64_t> strides_of(const std::vector<int64_t>& dims) {
   return st;
 }
 
-Status check_copy_types(const Graph& g, const Node& node) {
+// The checks both ops share (static shapes, one fixed-size dtype) and the copy's input side.
+Result<StridedCopy> start_copy(const Graph& g, const Node& node) {
   if (node.inputs.empty() || node.inputs[0] == kNoValue || node.outputs.empty() || node.outputs[0] == kNoValue)
     return invalid_argument(node.describe() + ": missing input or output");
   const TensorType& x = g.value(node.inputs[0]).type;
@@ -57,15 +58,15 @@ Status check_copy_types(const Graph& g, const Node& node) {
   if (!x.is_static() || !y.is_static()) return unimplemented("dynamic shape");
   if (x.dtype == DType::kString || dtype_size(x.dtype) == 0 || y.dtype != x.dtype)
     return unimplemented(std::string(node.op_type) + " of dtype " + dtype_name(x.dtype));
-  return Status();
+  StridedCopy c;
+  c.dtype = x.dtype;
+  c.esize = dtype_size(c.dtype);
+  c.in_dims = x.static_dims();
+  return c;
 }
 
 Result<StridedCopy> plan_transpose(const Graph& g, const Node& node) {
-  TESSERA_RETURN_IF_ERROR(check_copy_types(g, node));
-  StridedCopy c;
-  c.dtype = g.value(node.inputs[0]).type.dtype;
-  c.esize = dtype_size(c.dtype);
-  c.in_dims = g.value(node.inputs[0]).type.static_dims();
+  TESSERA_ASSIGN_OR_RETURN(StridedCopy c, start_copy(g, node));
   const int rank = static_cast<int>(c.in_dims.size());
   std::vector<int64_t> perm = node.attr_ints("perm");
   if (perm.empty()) {
@@ -97,11 +98,7 @@ Result<std::vector<int64_t>> constant_ints_of(const Graph& g, const Node& node, 
 }
 
 Result<StridedCopy> plan_slice(const Graph& g, const Node& node) {
-  TESSERA_RETURN_IF_ERROR(check_copy_types(g, node));
-  StridedCopy c;
-  c.dtype = g.value(node.inputs[0]).type.dtype;
-  c.esize = dtype_size(c.dtype);
-  c.in_dims = g.value(node.inputs[0]).type.static_dims();
+  TESSERA_ASSIGN_OR_RETURN(StridedCopy c, start_copy(g, node));
   const int rank = static_cast<int>(c.in_dims.size());
   std::vector<int64_t> starts, ends, axes, steps;
   if (node.opset < 10) {
