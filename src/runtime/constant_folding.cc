@@ -28,13 +28,7 @@ std::optional<Tensor> shape_of_static(const Graph& g, const Node& node) {
   const TensorType& t = g.value(node.inputs[0]).type;
   if (!t.is_static()) return std::nullopt;
   const std::vector<int64_t> dims = t.static_dims();
-  if (node.op_type == "Size") {
-    int64_t n = 1;
-    for (int64_t d : dims) n *= d;
-    Tensor out(DType::kInt64, {});
-    out.data<int64_t>()[0] = n;
-    return out;
-  }
+  if (node.op_type == "Size") return Tensor::scalar<int64_t>(shape_numel(dims));
   const int64_t rank = static_cast<int64_t>(dims.size());
   auto clamp_axis = [rank](int64_t a) {
     if (a < 0) a += rank;

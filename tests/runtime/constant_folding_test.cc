@@ -84,6 +84,35 @@ TEST(ConstantFolding, ShapeComputationsFoldAndTheDimsAfterThemBecomeKnown) {
   }
 }
 
+TEST(ConstantFolding, ShapeWithStartAndEndAndSize) {
+  // Shape(x, start 1, end -1) and Size(x) of a 2x3x4x5 input, each read by a Cast (a graph output,
+  // which stays a node).
+  Graph g;
+  g.opsets[""] = 15;
+  const int x = g.add_input("x", TensorType::of(DType::kFloat32, {2, 3, 4, 5}));
+  const int s = g.add_value("s"), n = g.add_value("n"), ys = g.add_value("ys"), yn = g.add_value("yn");
+  g.add_node("Shape", {x}, {s}, {{"start", Attribute::of_int(1)}, {"end", Attribute::of_int(-1)}});
+  g.add_node("Size", {x}, {n});
+  g.add_node("Cast", {s}, {ys}, {{"to", Attribute::of_int(static_cast<int64_t>(1))}});  // float
+  g.add_node("Cast", {n}, {yn}, {{"to", Attribute::of_int(static_cast<int64_t>(1))}});
+  g.mark_output(ys);
+  g.mark_output(yn);
+  for (int i = 0; i < g.num_nodes(); ++i) g.node(i).opset = 15;
+  ASSERT_TRUE(g.finalize().ok());
+  ASSERT_TRUE(infer_graph_types(g).ok());
+  auto folded = fold_constants(g);
+  ASSERT_TRUE(folded.ok()) << folded.status().to_string();
+  EXPECT_EQ(*folded, 2);
+  EXPECT_EQ(g.num_nodes(), 2);  // the Casts
+  const Value& sv = g.value(*g.find_value("s"));
+  ASSERT_TRUE(sv.constant.has_value());
+  EXPECT_EQ(sv.constant->to_int64_vector(), (std::vector<int64_t>{3, 4}));
+  const Value& nv = g.value(*g.find_value("n"));
+  ASSERT_TRUE(nv.constant.has_value());
+  EXPECT_EQ(nv.constant->rank(), 0);
+  EXPECT_EQ(nv.constant->as_int64(0), 120);
+}
+
 TEST(ConstantFolding, UnknownDimsAndGraphOutputsStayNodes) {
   // A dynamic first dim: Shape(x) is not known, nothing folds (the Concat's other input is
   // constant, but its first is not).

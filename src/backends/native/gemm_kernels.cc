@@ -295,7 +295,7 @@ Status check_gemm_group(const SubGraph& sg) {
         return unimplemented("a Softmax in a MatMul group must produce the group's only output");
       const int producer = g.value(sm.inputs[0]).producer;
       if (producer < 0 || !sg.nodes().contains(producer))
-        return unimplemented("a Softmax in a MatMul group reads the product");
+        return unimplemented("a Softmax in a MatMul group must read the product or its tail");
       if (g.value(sm.outputs[0]).type.static_dims() != dims)
         return unimplemented("an elementwise tail must keep the product's shape");
       continue;

@@ -15,14 +15,14 @@ namespace tessera {
 namespace {
 
 using onednn::Dims;
+using onednn::Plan;
+using onednn::Program;
 
 // tessera's pool loops on OpenMP's threads (the team oneDNN's primitives run on).
 void run_openmp_region(int num_threads, void* ctx, void (*body)(void* ctx, int thread)) {
 #pragma omp parallel num_threads(num_threads)
   body(ctx, omp_get_thread_num());
 }
-using onednn::Plan;
-using onednn::Program;
 
 class OnednnKernel final : public Kernel {
  public:
