@@ -20,14 +20,19 @@ Result<ValueSource> source_of(const SubGraph& sg, int v) {
   return s;
 }
 
-Result<const float*> resolve_float(const ValueSource& s, const std::vector<const Tensor*>& inputs) {
-  const Tensor* t = s.constant
-                        ? s.constant
-                        : (s.slot < static_cast<int>(inputs.size()) ? inputs[s.slot] : nullptr);
-  if (!t || t->dtype() != DType::kFloat32 || t->dims() != s.dims) {
-    return invalid_argument("input " + (t ? t->describe() : std::string("missing")) +
-                            " differs from the compiled float32[" + dims_to_string(s.dims) + "]");
+Result<const Tensor*> resolve_tensor(const ValueSource& s, DType dtype, const std::vector<const Tensor*>& inputs) {
+  const Tensor* t =
+      s.constant ? s.constant
+                 : (s.slot >= 0 && s.slot < static_cast<int>(inputs.size()) ? inputs[s.slot] : nullptr);
+  if (!t || t->dtype() != dtype || t->dims() != s.dims) {
+    return invalid_argument("input " + (t ? t->describe() : std::string("missing")) + " differs from the compiled " +
+                            dtype_name(dtype) + "[" + dims_to_string(s.dims) + "]");
   }
+  return t;
+}
+
+Result<const float*> resolve_float(const ValueSource& s, const std::vector<const Tensor*>& inputs) {
+  TESSERA_ASSIGN_OR_RETURN(const Tensor* t, resolve_tensor(s, DType::kFloat32, inputs));
   return t->data<float>();
 }
 

@@ -17,7 +17,10 @@ struct ValueSource {
 };
 
 Result<ValueSource> source_of(const SubGraph& sg, int v);
-// The float32 data of a source, checking dtype and dims against what was compiled.
+// The tensor of a source (kernel input or constant), checking dtype and dims against what was
+// compiled.
+Result<const Tensor*> resolve_tensor(const ValueSource& s, DType dtype, const std::vector<const Tensor*>& inputs);
+// The float32 data of a source, checked the same way.
 Result<const float*> resolve_float(const ValueSource& s, const std::vector<const Tensor*>& inputs);
 // Float32, static, non-empty: what these kernels compile.
 Status check_float_value(const Graph& g, int v);

@@ -25,8 +25,7 @@ using testing_graph::run_ref;
 using testing_graph::TestGraph;
 using testing_native::isas;
 using testing_native::run_native;
-
-SubGraph whole(const TestGraph& t) { return SubGraph(t.g, NodeSet::all(t.g.num_nodes())); }
+using testing_native::whole;
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.dims() == b.dims() &&

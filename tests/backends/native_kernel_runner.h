@@ -40,6 +40,9 @@ class PoisoningAllocator final : public TensorAllocator {
   BufferPool pool_;
 };
 
+// All of t's nodes as one subgraph.
+inline SubGraph whole(const testing_graph::TestGraph& t) { return SubGraph(t.g, NodeSet::all(t.g.num_nodes())); }
+
 // `kernel`, compiled from the whole graph of t, run at `threads` on t's inputs; outputs in graph
 // output order (none when the kernel did not compile or failed, with a test failure).
 inline std::vector<Tensor> run_whole_graph(const testing_graph::TestGraph& t,
@@ -47,7 +50,7 @@ inline std::vector<Tensor> run_whole_graph(const testing_graph::TestGraph& t,
                                            int threads) {
   EXPECT_TRUE(kernel.ok()) << kernel.status().to_string();
   if (!kernel.ok()) return {};
-  const SubGraph sg(t.g, NodeSet::all(t.g.num_nodes()));
+  const SubGraph sg = whole(t);
   std::vector<const Tensor*> in;
   for (int v : sg.inputs())
     for (size_t i = 0; i < t.g.inputs().size(); ++i)
@@ -69,8 +72,7 @@ inline std::vector<Tensor> run_whole_graph(const testing_graph::TestGraph& t,
 // The whole graph as one kernel from compile_native, as the backend compiles it.
 inline std::vector<Tensor> run_native(const testing_graph::TestGraph& t,
                                       const native::IsaKernels& isa, int threads) {
-  return run_whole_graph(t, native::compile_native(SubGraph(t.g, NodeSet::all(t.g.num_nodes())), isa),
-                         threads);
+  return run_whole_graph(t, native::compile_native(whole(t), isa), threads);
 }
 
 }  // namespace tessera::testing_native

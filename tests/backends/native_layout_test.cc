@@ -21,8 +21,7 @@ using testing_graph::run_ref;
 using testing_graph::TestGraph;
 using testing_native::isas;
 using testing_native::run_native;
-
-SubGraph whole(const TestGraph& t) { return SubGraph(t.g, NodeSet::all(t.g.num_nodes())); }
+using testing_native::whole;
 
 void expect_same_bytes_as_ref(const TestGraph& t, const std::string& what) {
   ASSERT_TRUE(native::native_supports(t.g, 0).ok()) << what << ": " << native::native_supports(t.g, 0).to_string();

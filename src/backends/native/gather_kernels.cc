@@ -236,21 +236,6 @@ Result<ConcatPlan> plan_concat(const Graph& g, const Node& node) {
   return p;
 }
 
-// The tensor of a source (kernel input or constant), checked against the compiled dtype / dims.
-Result<const Tensor*> resolve_tensor(const ValueSource& s, DType dtype,
-                                     const std::vector<const Tensor*>& inputs) {
-  const Tensor* t =
-      s.constant
-          ? s.constant
-          : (s.slot >= 0 && s.slot < static_cast<int>(inputs.size()) ? inputs[s.slot] : nullptr);
-  if (!t || t->dtype() != dtype || t->dims() != s.dims) {
-    return invalid_argument("input " + (t ? t->describe() : std::string("missing")) +
-                            " differs from the compiled " + dtype_name(dtype) + "[" +
-                            dims_to_string(s.dims) + "]");
-  }
-  return t;
-}
-
 class ConcatKernel final : public Kernel {
  public:
   ConcatKernel(ConcatPlan plan, std::vector<ValueSource> srcs)

@@ -236,10 +236,7 @@ class StridedCopyKernel final : public Kernel {
 
   Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
              KernelRunContext& ctx) override {
-    const Tensor* x = x_.constant ? x_.constant : (x_.slot >= 0 && x_.slot < static_cast<int>(inputs.size()) ? inputs[x_.slot] : nullptr);
-    if (!x || x->dtype() != c_.dtype || x->dims() != c_.in_dims)
-      return invalid_argument("input " + (x ? x->describe() : std::string("missing")) + " differs from the compiled " +
-                              dtype_name(c_.dtype) + "[" + dims_to_string(c_.in_dims) + "]");
+    TESSERA_ASSIGN_OR_RETURN(const Tensor* x, resolve_tensor(x_, c_.dtype, inputs));
     outputs.resize(1);
     outputs[0] = ctx.alloc.allocate_uninitialized(c_.dtype, c_.out_dims);  // every element written
     const int64_t n = c_.numel();
