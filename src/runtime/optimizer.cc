@@ -14,6 +14,7 @@
 #include "partition/structural_hash.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/executor.h"
+#include "runtime/timing_records.h"
 
 namespace tessera {
 
@@ -281,7 +282,7 @@ double expected_placement_seconds(const Graph& g, const Backend& b,
 // turns, and the fastest there is chosen.
 void choose_in_turns(const Graph& g, const std::vector<std::vector<Partition>>& parts,
                      const std::vector<Tensor>& inputs, const MeasureOptions& measure, const OptimizeOptions& options,
-                     const std::vector<int>& refined, OptimizeResult& result,
+                     const std::vector<int>& refined, TimingRecords& records, OptimizeResult& result,
                      const std::function<void(const std::string&)>& phase) {
   double fastest = result.variants[result.chosen_variant].measured_seconds;
   for (const PlanVariant& v : result.variants)
@@ -309,7 +310,7 @@ void choose_in_turns(const Graph& g, const std::vector<std::vector<Partition>>& 
   // placement: 46.7 ms there, 28.6 ms against native's 34.0 ms in `bench`).
   side_by_side.min_runs = std::max(measure.min_runs, 7);
   side_by_side.min_total_seconds = std::max(measure.min_total_seconds, 0.6);
-  const std::vector<Cost> costs = time_in_turns(g, placements, inputs, side_by_side);
+  const std::vector<Cost> costs = records.time_in_turns(placements, inputs, side_by_side, "finals");
   int chosen = -1;
   for (size_t i = 0; i < finalists.size(); ++i) {
     if (!costs[i].valid) continue;
@@ -365,6 +366,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
   node_seconds[&ref_backend()] = cached_node_times(db.get(), g, ref_backend(), options.threads, all_nodes,
                                                    [&] { return std::optional(ref_node_seconds); });
   CachedEstimator cached(g, db.get(), measuring, options.threads);
+  TimingRecords records(db.get(), g, options.threads, options.recall_timings);
   MemoEstimator memo(cached);
   TransitionCosts transitions(measuring, db.get(), options.threads);
 
@@ -426,7 +428,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     for (const PlannedPartition& p : search.partitions) partitions.push_back(Partition{p.candidate.nodes, p.candidate.backend});
     phase("end-to-end" + label);
     std::vector<int> no_owner(g.num_nodes(), -1);
-    auto timing = time_partitions(g, partitions, inputs, measure, no_owner, 0);
+    auto timing = records.time_partitions(partitions, inputs, measure, no_owner, 0);
     if (timing.ok()) {
       pv.measured_seconds = timing->total.seconds;
       if (best < 0 || pv.measured_seconds < best) best = pv.measured_seconds, result.chosen_variant = static_cast<int>(k);
@@ -467,7 +469,8 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
         continue;
       }
       phase("placement " + b->name());
-      auto timing = time_partitions(g, *placed, inputs, measure, owners_of(g, *placed), static_cast<int>(placed->size()));
+      auto timing =
+          records.time_partitions(*placed, inputs, measure, owners_of(g, *placed), static_cast<int>(placed->size()));
       SearchResult search;
       std::vector<Partition> parts;
       if (!timing.ok()) {
@@ -539,7 +542,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     const auto now = Clock::now();
     const auto base_deadline = now + std::max(Clock::duration::zero(), deadline - now) / static_cast<int>(bases.size() - i);
     Refinement refined = refine_placement(g, *base, backends, node_seconds, inputs, measure, options, base_deadline,
-                                          &memory);
+                                          &memory, &records);
     PlanVariant pv;
     pv.name = "refined:" + base->name();
     pv.predicted_seconds = -1;
@@ -552,8 +555,8 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     std::vector<Partition> parts;
     std::optional<PlanTiming> timing;
     if (refined.improved) {
-      auto timed = time_partitions(g, refined.partitions, inputs, measure, owners_of(g, refined.partitions),
-                                   static_cast<int>(refined.partitions.size()));
+      auto timed = records.time_partitions(refined.partitions, inputs, measure, owners_of(g, refined.partitions),
+                                           static_cast<int>(refined.partitions.size()));
       if (timed.ok()) timing = std::move(*timed);
       else pv.error = timed.status().message();
     }
@@ -573,7 +576,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     searches.push_back(std::move(search));
     contender_parts.push_back(std::move(parts));
   }
-  if (best > 0) choose_in_turns(g, contender_parts, inputs, measure, options, refined_variants, result, phase);
+  if (best > 0) choose_in_turns(g, contender_parts, inputs, measure, options, refined_variants, records, result, phase);
   if (best < 0) return internal_error("no plan could be run: " + result.variants.back().error);
   for (const SearchResult& search : searches) {
     result.costed += static_cast<int>(search.evaluated.size());
@@ -582,6 +585,8 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
   result.search = std::move(searches[result.chosen_variant]);
   result.measured = measuring.measured();
   result.cache_hits = cached.hits();
+  result.timings_recalled = records.recalled();
+  result.timings_taken = records.taken();
   result.db_errors = cached.errors();
   result.out_of_budget = !result.search.finished;
 

@@ -26,12 +26,17 @@
 
 namespace tessera {
 
+class TimingRecords;
+
 struct OptimizeOptions {
   int threads = 1;
   std::vector<std::string> backends;  // names to consider; empty: every available backend
   double budget_seconds = 600;        // wall clock for the whole optimization (the search: 95% of it)
   std::string cost_db;                // "" : CostDatabase::default_path()
   bool use_cost_db = true;
+  // Whole-model timings (contenders end to end, the refinement's paired timings, the finals) are
+  // kept in the cost database too and recalled by a later run; false times them all again.
+  bool recall_timings = true;
   std::map<std::string, Tensor> inputs;  // the rest are random (seeded)
   uint64_t seed = 1;
   RuleOptions rules;
@@ -136,6 +141,9 @@ struct OptimizeResult {
   int states_expanded = 0;  // search states, over every search variant
   int measured = 0;    // candidates compiled and timed in this run
   int cache_hits = 0;  // costs found in the cost database
+  // Whole-model timings (contenders end to end, paired and side-by-side timings) recalled from
+  // the cost database, and taken in this run.
+  int timings_recalled = 0, timings_taken = 0;
   int db_errors = 0;
   std::string cost_db_path;  // "" without a database
   std::string db_warning;    // the database was unusable or moved aside
@@ -177,11 +185,12 @@ NodeSet downstream_region(const Graph& g, const Reachability& reach, int n, cons
                           const std::vector<double>& theirs);
 // `node_seconds`: each backend's expected time per node (infinity where it cannot run the node);
 // moves are tried in the order of their expected saving, within `deadline` and options.refine_*.
+// With `records`, the paired timings go through the cost database (timing_records.h).
 Refinement refine_placement(const Graph& g, const Backend& base, const std::vector<const Backend*>& backends,
                             const std::map<const Backend*, std::vector<double>>& node_seconds,
                             const std::vector<Tensor>& inputs, const MeasureOptions& measure,
                             const OptimizeOptions& options, std::chrono::steady_clock::time_point deadline,
-                            const MoveMemory* memory = nullptr);
+                            const MoveMemory* memory = nullptr, TimingRecords* records = nullptr);
 
 // A whole-model placement timed end to end: a plan, or one backend (`tessera run --backend`).
 struct PlacementTiming {

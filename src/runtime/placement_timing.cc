@@ -10,6 +10,7 @@
 #include "runtime/buffer_pool.h"
 #include "runtime/executor.h"
 #include "runtime/optimizer.h"
+#include "runtime/timing_records.h"
 
 namespace tessera {
 
@@ -238,7 +239,8 @@ int difference(const NodeSet& a, const NodeSet& b) { return (a | b).count() - (a
 Refinement refine_placement(const Graph& g, const Backend& base, const std::vector<const Backend*>& backends,
                             const std::map<const Backend*, std::vector<double>>& node_seconds,
                             const std::vector<Tensor>& inputs, const MeasureOptions& measure,
-                            const OptimizeOptions& options, Clock::time_point deadline, const MoveMemory* memory) {
+                            const OptimizeOptions& options, Clock::time_point deadline, const MoveMemory* memory,
+                            TimingRecords* records) {
   Refinement out;
   auto placed = place_on_backend(g, base);
   if (!placed.ok()) return out;
@@ -360,8 +362,11 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
       // shared machine a few percent come and go between one timing and the next (det's head region
       // grew by noise into the backbone, each step "winning" 1-5%). A move remembered as kept is
       // timed once.
+      int round = 0;
       const auto move_wins = [&] {
-        std::vector<Cost> costs = time_in_turns(g, {out.partitions, parts}, inputs, paired);
+        const std::string purpose = ++round == 1 ? "move" : "move again";
+        std::vector<Cost> costs = records ? records->time_in_turns({out.partitions, parts}, inputs, paired, purpose)
+                                          : time_in_turns(g, {out.partitions, parts}, inputs, paired);
         tried.before_seconds = costs[0].valid ? costs[0].seconds : -1;
         tried.after_seconds = costs[1].valid ? costs[1].seconds : -1;
         return costs[0].valid && costs[1].valid && costs[1].seconds < costs[0].seconds * (1 - options.refine_min_gain);

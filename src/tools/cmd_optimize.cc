@@ -26,6 +26,7 @@ struct OptimizeFlags {
   std::vector<std::string> backends;
   std::string cost_db;
   bool no_cost_db = false;
+  bool retime = false;
   bool no_transitions = false;
   bool mix_runtimes = false;
   bool no_placements = false;
@@ -123,6 +124,7 @@ int run_optimize(const OptimizeFlags& o) {
   opts.budget_seconds = *budget;
   opts.cost_db = o.cost_db;
   opts.use_cost_db = !o.no_cost_db;
+  opts.recall_timings = !o.retime;
   opts.transitions = !o.no_transitions;
   opts.mix_runtimes = o.mix_runtimes;
   opts.placements = !o.no_placements;
@@ -189,6 +191,9 @@ void add_optimize_command(CLI::App& app, int& exit_code) {
   sub->add_option("--cost-db", o->cost_db,
                   "Cost database file (default: $TESSERA_COST_DB or ~/.cache/tessera/costs.sqlite)");
   sub->add_flag("--no-cost-db", o->no_cost_db, "Measure everything afresh and store nothing");
+  sub->add_flag("--retime", o->retime,
+                "Time the whole-model contenders, refinement moves and finals again (a warm database recalls them; "
+                "partition costs and which refinement moves lost are still recalled)");
   sub->add_flag("--no-transitions", o->no_transitions, "Do not charge transitions between backends");
   sub->add_flag("--mix-runtimes", o->mix_runtimes,
                 "Also search plans mixing backends of different thread runtimes (such as OpenMP); off: "

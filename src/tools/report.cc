@@ -200,7 +200,8 @@ std::string summary_text(const OptimizeSummary& s, const OptimizeResult& r) {
   out << r.num_candidates << " candidates, " << r.costed << " costed (" << r.measured
       << " measured now, " << r.cache_hits << " from the cost database"
       << (r.cost_db_path.empty() ? "" : " " + r.cost_db_path) << "), " << r.states_expanded
-      << " search states, " << r.search.merges << " merges, " << std::lround(r.elapsed_seconds) << " s"
+      << " search states, " << r.search.merges << " merges; whole-model timings: " << r.timings_taken
+      << " taken, " << r.timings_recalled << " recalled; " << std::lround(r.elapsed_seconds) << " s"
       << (r.out_of_budget ? " (stopped at the budget: the best plan found so far)" : "") << "\n";
   return out.str();
 }
@@ -222,6 +223,8 @@ nlohmann::json summary_json(const OptimizeSummary& s, const OptimizeResult& r) {
   j["search_states"] = r.states_expanded;
   j["measured_now"] = r.measured;
   j["cache_hits"] = r.cache_hits;
+  j["timings_taken"] = r.timings_taken;
+  j["timings_recalled"] = r.timings_recalled;
   j["elapsed_s"] = r.elapsed_seconds;
   j["optimal"] = r.search.optimal;
   j["finished"] = r.search.finished;

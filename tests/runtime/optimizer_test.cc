@@ -17,6 +17,7 @@
 #include "ir/tensor_compare.h"
 #include "partition/cost_db.h"
 #include "runtime/session.h"
+#include "runtime/timing_records.h"
 
 namespace tessera {
 namespace {
@@ -245,6 +246,17 @@ OptimizeOptions small_options(const TestGraph& t, const std::string& db) {
   return o;
 }
 
+// "backend:nodes" per partition of a plan.
+std::vector<std::string> partition_list(const Plan& plan) {
+  std::vector<std::string> out;
+  for (const PlanPartition& p : plan.partitions) {
+    std::string s = p.backend + ":";
+    for (int n : p.nodes) s += " " + std::to_string(n);
+    out.push_back(s);
+  }
+  return out;
+}
+
 TEST(Optimizer, PlansMeasuresOnceAndReplays) {
   TestGraph t = small_net();
   std::string db = temp_path("costs.sqlite");
@@ -267,11 +279,16 @@ TEST(Optimizer, PlansMeasuresOnceAndReplays) {
     for (int n : p.nodes) ++covered[n];
   for (int n = 0; n < t.g.num_nodes(); ++n) EXPECT_EQ(covered[n], 1) << t.g.node(n).describe();
 
-  // A second optimization of the same graph measures nothing new and chooses the same plan.
+  // A second optimization of the same graph measures nothing new, times nothing end to end again
+  // (the contenders' timings are recalled too) and chooses the same plan.
+  EXPECT_GT(first->timings_taken, 0);
   auto second = optimize_graph(t.g, o);
   ASSERT_TRUE(second.ok()) << second.status().to_string();
   EXPECT_EQ(second->measured, 0);
   EXPECT_GT(second->cache_hits, 0);
+  EXPECT_EQ(second->timings_taken, 0);
+  EXPECT_EQ(second->timings_recalled, first->timings_taken + first->timings_recalled);
+  EXPECT_EQ(partition_list(second->plan), partition_list(first->plan));
   for (const PartitionTiming& timing : second->timings) EXPECT_GT(timing.isolated_seconds, 0);
 
   // The plan, through JSON and a Session, computes what the reference kernels compute.
@@ -290,6 +307,102 @@ TEST(Optimizer, PlansMeasuresOnceAndReplays) {
     EXPECT_TRUE(compare_tensors(got, want[i], 1e-4, 1e-4 * std::max(1.0, max_abs(want[i]))).ok());
   }
   std::filesystem::remove(db);
+}
+
+// With placements, refinement and finals, a second run on the same database recalls every
+// whole-model timing and so makes the same choices; --retime (recall_timings false) times them again.
+TEST(Optimizer, SecondRunRecallsEveryWholeModelTiming) {
+  TestGraph t = small_net();
+  std::string db = temp_path("recall.sqlite");
+  OptimizeOptions o = small_options(t, db);
+  auto first = optimize_graph(t.g, o);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_GT(first->timings_taken, 1);  // every placement at least
+  auto second = optimize_graph(t.g, o);
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  // (Refinement moves that lost are not tried again, so there may be fewer timings to recall.)
+  EXPECT_EQ(second->timings_taken, 0);
+  EXPECT_GT(second->timings_recalled, 0);
+  EXPECT_LE(second->timings_recalled, first->timings_taken + first->timings_recalled);
+  EXPECT_EQ(second->chosen_variant, first->chosen_variant);
+  EXPECT_EQ(partition_list(second->plan), partition_list(first->plan));
+  ASSERT_EQ(second->variants.size(), first->variants.size());
+  for (size_t k = 0; k < first->variants.size(); ++k) {
+    EXPECT_EQ(second->variants[k].measured_seconds, first->variants[k].measured_seconds) << first->variants[k].name;
+    EXPECT_EQ(second->variants[k].final_seconds, first->variants[k].final_seconds) << first->variants[k].name;
+  }
+  o.recall_timings = false;
+  auto third = optimize_graph(t.g, o);
+  ASSERT_TRUE(third.ok()) << third.status().to_string();
+  EXPECT_EQ(third->timings_recalled, 0);
+  EXPECT_GT(third->timings_taken, 1);
+  std::filesystem::remove(db);
+}
+
+// Whole-model timings through the cost database: recalled by the placement timed (backends and
+// nodes) and, for timings in turns, by what they were for; taken again for anything else.
+TEST(TimingRecords, RecallsWhatWasTimedForTheSamePlacementsAndPurpose) {
+  TestGraph t = small_net();
+  TimedBackend slow("spinning", {{"Relu", 0.0004}, {"Sigmoid", 0.0001}});
+  std::vector<Partition> parts;  // both Relus and the Sigmoid on `slow`, the rest on ref
+  for (int n = 0; n < t.g.num_nodes(); ++n)
+    if (slow.supports(t.g, n).ok()) parts.push_back(Partition{NodeSet::of(t.g.num_nodes(), {n}), &slow});
+  ASSERT_EQ(parts.size(), 3u);
+  const std::vector<int> owner = owners_of(t.g, parts);
+  const std::string path = temp_path("records.sqlite");
+  auto db = CostDatabase::open(path);
+  ASSERT_TRUE(db.ok()) << db.status().to_string();
+
+  TimingRecords first(db->get(), t.g, 1);
+  auto timed = first.time_partitions(parts, t.inputs, quick(), owner, 3);
+  ASSERT_TRUE(timed.ok()) << timed.status().to_string();
+  EXPECT_EQ(first.taken(), 1);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const bool relu = t.g.node(parts[i].nodes.first()).op_type == "Relu";
+    EXPECT_GE(timed->per_owner[i], relu ? 0.0004 : 0.0001) << i;
+  }
+  TimingRecords second(db->get(), t.g, 1);
+  auto recalled = second.time_partitions(parts, t.inputs, quick(), owner, 3);
+  ASSERT_TRUE(recalled.ok()) << recalled.status().to_string();
+  EXPECT_EQ(second.recalled(), 1);
+  EXPECT_EQ(second.taken(), 0);
+  EXPECT_EQ(recalled->total.seconds, timed->total.seconds);
+  EXPECT_EQ(recalled->total.noise, timed->total.noise);
+  EXPECT_EQ(recalled->per_owner, timed->per_owner);
+  for (int n = 0; n < t.g.num_nodes(); ++n)
+    if (owner[n] < 0) EXPECT_EQ(recalled->per_node[n], timed->per_node[n]) << t.g.node(n).describe();
+  // Other partitions (one fewer), or more owners than were stored: timed.
+  std::vector<Partition> fewer(parts.begin(), parts.end() - 1);
+  ASSERT_TRUE(second.time_partitions(fewer, t.inputs, quick(), owners_of(t.g, fewer), 2).ok());
+  EXPECT_EQ(second.taken(), 1);
+
+  const std::vector<Result<std::vector<Partition>>> pair = {parts, fewer};
+  const std::vector<Cost> finals = second.time_in_turns(pair, t.inputs, quick(), "finals");
+  EXPECT_EQ(second.taken(), 2);
+  TimingRecords third(db->get(), t.g, 1);
+  const std::vector<Cost> again = third.time_in_turns(pair, t.inputs, quick(), "finals");
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(third.recalled(), 1);
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(again[i].seconds, finals[i].seconds) << i;
+  third.time_in_turns(pair, t.inputs, quick(), "move");  // another purpose
+  third.time_in_turns({fewer, parts}, t.inputs, quick(), "finals");  // another order
+  EXPECT_EQ(third.taken(), 2);
+  // A placement that could not be made is recalled as the same failure.
+  const std::vector<Result<std::vector<Partition>>> broken = {parts, Result<std::vector<Partition>>(internal_error("no"))};
+  EXPECT_FALSE(third.time_in_turns(broken, t.inputs, quick(), "finals")[1].valid);
+  TimingRecords fourth(db->get(), t.g, 1);
+  EXPECT_FALSE(fourth.time_in_turns(broken, t.inputs, quick(), "finals")[1].valid);
+  EXPECT_EQ(fourth.recalled(), 1);
+
+  // Without a database, or told not to recall, everything is timed.
+  TimingRecords none(nullptr, t.g, 1);
+  ASSERT_TRUE(none.time_partitions(parts, t.inputs, quick(), owner, 3).ok());
+  ASSERT_TRUE(none.time_partitions(parts, t.inputs, quick(), owner, 3).ok());
+  EXPECT_EQ(none.taken(), 2);
+  TimingRecords retime(db->get(), t.g, 1, /*recall=*/false);
+  ASSERT_TRUE(retime.time_partitions(parts, t.inputs, quick(), owner, 3).ok());
+  EXPECT_EQ(retime.recalled(), 0);
+  std::filesystem::remove(path);
 }
 
 TEST(Optimizer, ChoosesTheFastestContenderEndToEnd) {
