@@ -369,8 +369,11 @@ TEST(TimingRecords, RecallsWhatWasTimedForTheSamePlacementsAndPurpose) {
   EXPECT_EQ(recalled->total.seconds, timed->total.seconds);
   EXPECT_EQ(recalled->total.noise, timed->total.noise);
   EXPECT_EQ(recalled->per_owner, timed->per_owner);
-  for (int n = 0; n < t.g.num_nodes(); ++n)
-    if (owner[n] < 0) EXPECT_EQ(recalled->per_node[n], timed->per_node[n]) << t.g.node(n).describe();
+  for (int n = 0; n < t.g.num_nodes(); ++n) {
+    if (owner[n] < 0) {
+      EXPECT_EQ(recalled->per_node[n], timed->per_node[n]) << t.g.node(n).describe();
+    }
+  }
   // Other partitions (one fewer), or more owners than were stored: timed.
   std::vector<Partition> fewer(parts.begin(), parts.end() - 1);
   ASSERT_TRUE(second.time_partitions(fewer, t.inputs, quick(), owners_of(t.g, fewer), 2).ok());
