@@ -242,6 +242,8 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
                             const OptimizeOptions& options, Clock::time_point deadline, const MoveMemory* memory,
                             TimingRecords* records) {
   Refinement out;
+  TimingRecords unrecorded(nullptr, g, measure.threads);  // without `records`: every timing is taken
+  TimingRecords& timings = records ? *records : unrecorded;
   auto placed = place_on_backend(g, base);
   if (!placed.ok()) return out;
   out.partitions = *placed;
@@ -365,8 +367,7 @@ Refinement refine_placement(const Graph& g, const Backend& base, const std::vect
       int round = 0;
       const auto move_wins = [&] {
         const std::string purpose = ++round == 1 ? "move" : "move again";
-        std::vector<Cost> costs = records ? records->time_in_turns({out.partitions, parts}, inputs, paired, purpose)
-                                          : time_in_turns(g, {out.partitions, parts}, inputs, paired);
+        std::vector<Cost> costs = timings.time_in_turns({out.partitions, parts}, inputs, paired, purpose);
         tried.before_seconds = costs[0].valid ? costs[0].seconds : -1;
         tried.after_seconds = costs[1].valid ? costs[1].seconds : -1;
         return costs[0].valid && costs[1].valid && costs[1].seconds < costs[0].seconds * (1 - options.refine_min_gain);

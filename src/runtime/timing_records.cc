@@ -1,6 +1,5 @@
 #include "runtime/timing_records.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <set>
 
