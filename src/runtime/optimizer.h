@@ -208,9 +208,25 @@ std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, c
                                              const MeasureOptions& options, uint64_t seed = 1, bool with_ref = true,
                                              const std::map<std::string, double>& known = {});
 
+// The order in which time_in_turns runs its contenders, apart from what a run is: `run(i)` runs
+// contender i once and returns its seconds, or nullopt when it failed (it takes no more turns).
+// Every contender runs options.warmup_runs times first. Then they take turns, a short block each
+// per round: one untimed run (it pays for the switch from the contender before: another thread
+// runtime still spinning, other weights in the caches), then timed runs until the block has
+// lasted kMinBlockSeconds and kRunsPerBlock times that untimed run, until each contender has
+// options.min_runs runs and options.min_total_seconds of them (or options.max_runs). Short
+// blocks matter on a shared machine: its slow spells (seconds, or a neighbour's on-off cycle)
+// then fall on every contender alike instead of on whichever had its turn. (Blocks of 50 ms,
+// rounds of 200 ms and more, once measured two identical placements of the cls model 2.1x
+// apart.) Returns each contender's timed runs.
+constexpr double kMinBlockSeconds = 0.005;
+constexpr double kRunsPerBlock = 2;
+std::vector<std::vector<double>> take_turns(int count, const std::function<std::optional<double>(int)>& run,
+                                            const MeasureOptions& options);
+
 // Times whole-model placements (each a list of partitions; the rest of the nodes on ref) side by
-// side: all compiled first, then taking turns in blocks of runs, so that a machine whose speed
-// drifts shifts them alike. One cost per placement (invalid, with the reason, when it could not be
+// side: all compiled first, then taking turns (take_turns), so that a machine whose speed drifts
+// shifts them alike. One cost per placement (invalid, with the reason, when it could not be
 // built or run); `inputs` by graph input order.
 std::vector<Cost> time_in_turns(const Graph& g, const std::vector<Result<std::vector<Partition>>>& placements,
                                 const std::vector<Tensor>& inputs, const MeasureOptions& options);

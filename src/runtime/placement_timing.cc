@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <functional>
 #include <optional>
 
 #include "ir/subgraph.h"
@@ -65,19 +66,48 @@ Result<PlanTiming> time_partitions(const Graph& g, const std::vector<Partition>&
   return timing;
 }
 
+std::vector<std::vector<double>> take_turns(int count, const std::function<std::optional<double>(int)>& run,
+                                            const MeasureOptions& options) {
+  std::vector<std::vector<double>> times(count);
+  std::vector<double> total(count, 0.0);
+  std::vector<char> failed(count, 0);
+  auto once = [&](int i) -> std::optional<double> {
+    std::optional<double> seconds = run(i);
+    if (!seconds) failed[i] = 1;
+    return seconds;
+  };
+  for (int w = 0; w < options.warmup_runs; ++w)
+    for (int i = 0; i < count; ++i)
+      if (!failed[i]) once(i);
+  auto wants_more = [&](int i) {
+    const int n = static_cast<int>(times[i].size());
+    return !failed[i] && n < options.max_runs && (n < options.min_runs || total[i] < options.min_total_seconds);
+  };
+  for (bool more = true; more;) {
+    more = false;
+    for (int i = 0; i < count; ++i) {
+      if (!wants_more(i)) continue;
+      more = true;
+      const std::optional<double> untimed = once(i);
+      if (!untimed) continue;
+      const double block_seconds = std::max(kMinBlockSeconds, kRunsPerBlock * *untimed);
+      for (double block = 0; wants_more(i) && block < block_seconds;) {
+        const std::optional<double> seconds = once(i);
+        if (!seconds) break;
+        times[i].push_back(*seconds);
+        total[i] += *seconds;
+        block += *seconds;
+      }
+    }
+  }
+  return times;
+}
+
 std::vector<Cost> time_in_turns(const Graph& g, const std::vector<Result<std::vector<Partition>>>& placements,
                                 const std::vector<Tensor>& inputs, const MeasureOptions& options) {
-  // Every placement is compiled first, then they take turns, a block of runs (about 50 ms) each
-  // per round, until each has its minimum runs and time: a machine that slows down or speeds up
-  // meanwhile (shared machines do, within seconds) then shifts them all alike instead of
-  // whichever ran at the time. A block of quick runs starts with an untimed one: the previous
-  // placement's thread runtime (OpenMP) keeps spinning for a moment after its last
-  // run, which the first run after the switch would pay for.
   struct Timed {
     std::optional<GraphExecutor> exec;
     BufferPool buffers;
-    std::vector<double> times;
-    double total = 0;
     std::string error;
   };
   std::vector<std::unique_ptr<Timed>> timed;
@@ -95,43 +125,25 @@ std::vector<Cost> time_in_turns(const Graph& g, const std::vector<Result<std::ve
     timed.push_back(std::move(t));
   }
   ThreadPool pool(options.threads);
-  auto run_once = [&](Timed& t) {
+  auto run_once = [&](int i) -> std::optional<double> {
+    Timed& t = *timed[i];
+    if (!t.exec) return std::nullopt;
     RunStats stats;
+    const auto t0 = Clock::now();
     auto got = t.exec->run(inputs, {}, t.buffers, &pool, stats);
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     if (!got.ok()) {
       t.error = "running the plan: " + got.status().message();
       t.exec.reset();
-      return;
+      return std::nullopt;
     }
     for (Tensor& out_tensor : *got) t.buffers.detach(out_tensor);
+    return seconds;
   };
-  for (int i = 0; i < options.warmup_runs; ++i)
-    for (auto& t : timed)
-      if (t->exec) run_once(*t);
-  auto wants_more = [&](const Timed& t) {
-    const int n = static_cast<int>(t.times.size());
-    return t.exec && n < options.max_runs && (n < options.min_runs || t.total < options.min_total_seconds);
-  };
-  constexpr double kBlockSeconds = 0.05;
-  for (bool more = true; more;) {
-    more = false;
-    for (auto& t : timed) {
-      if (!wants_more(*t)) continue;
-      more = true;
-      if (t->times.empty() || t->times.back() < kBlockSeconds) run_once(*t);
-      for (double block = 0; t->exec && wants_more(*t) && block < kBlockSeconds;) {
-        auto t0 = Clock::now();
-        run_once(*t);
-        if (!t->exec) break;
-        const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-        t->times.push_back(seconds);
-        t->total += seconds;
-        block += seconds;
-      }
-    }
-  }
+  const std::vector<std::vector<double>> times = take_turns(static_cast<int>(timed.size()), run_once, options);
   std::vector<Cost> out;
-  for (auto& t : timed) out.push_back(t->exec ? median_cost(t->times) : Cost::invalid(t->error));
+  for (size_t i = 0; i < timed.size(); ++i)
+    out.push_back(timed[i]->exec ? median_cost(times[i]) : Cost::invalid(timed[i]->error));
   return out;
 }
 

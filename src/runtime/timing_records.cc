@@ -121,7 +121,9 @@ std::vector<Cost> TimingRecords::time_in_turns(const std::vector<Result<std::vec
                                                const std::string& purpose) {
   std::string ids = purpose;
   for (const auto& parts : placements) ids += ":" + placement_id(parts);
-  const std::string round = "turns:" + hex(fnv1a64(ids.data(), ids.size())), vers = versions(placements);
+  // "turns2": timings in take_turns' short blocks; those of its first schedule (50 ms blocks,
+  // which a neighbour's on-off cycle could skew) are taken again.
+  const std::string round = "turns2:" + hex(fnv1a64(ids.data(), ids.size())), vers = versions(placements);
   if (db_) {
     std::vector<Cost> recalled;
     for (size_t i = 0; i < placements.size(); ++i) {
