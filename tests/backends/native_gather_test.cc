@@ -1,7 +1,8 @@
 // The native backend's data-movement kernels against the reference kernels: nearest Resize by
 // integer factors (every coordinate / nearest mode the kernel takes, and the ones it refuses),
-// Concat on every axis and non-float dtypes, GlobalAveragePool of 3-D to 5-D inputs, and the
-// fused group of a Concat fed by nearest Resizes (compiled, and as `--backend native` places it).
+// Concat on every axis and non-float dtypes, GlobalAveragePool of 3-D to 5-D inputs, MaxPool and
+// AveragePool over every window geometry ONNX has, and the fused group of a Concat fed by nearest
+// Resizes (compiled, and as `--backend native` places it).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -444,6 +445,71 @@ TEST(NativeResizeConcat, PlacementFusesTheNeck) {
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   ASSERT_EQ(out->size(), want.size());
   EXPECT_TRUE(same_bytes((*out)[0], want[0]));
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// MaxPool, AveragePool
+
+Attribute ints_attr(std::vector<int64_t> v) { return Attribute::of_ints(std::move(v)); }
+
+TEST(NativePool, EveryWindowGeometryMatchesTheReference) {
+  struct Case {
+    Dims x;
+    std::vector<int64_t> kernel, strides, pads, dilations;
+    int ceil_mode;
+    std::string auto_pad;
+  };
+  const Case cases[] = {
+      {{1, 3, 11, 13}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 0, ""},
+      {{2, 5, 8, 8}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 0, ""},
+      {{1, 4, 7, 9}, {3, 2}, {1, 1}, {1, 0, 1, 1}, {1, 1}, 0, ""},          // non-square, uneven pads
+      {{1, 6, 9, 10}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1, ""},         // ceil_mode: a clipped last window
+      {{1, 4, 12, 11}, {2, 3}, {3, 2}, {0, 1, 1, 0}, {1, 1}, 1, ""},
+      {{1, 3, 13, 12}, {3, 3}, {1, 2}, {2, 1, 2, 1}, {2, 2}, 0, ""},         // dilated
+      {{1, 8, 10, 15}, {3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 0, "SAME_UPPER"},
+      {{1, 8, 10, 15}, {4, 2}, {3, 1}, {0, 0, 0, 0}, {1, 1}, 0, "SAME_LOWER"},
+      {{1, 480, 3, 80}, {3, 2}, {3, 2}, {0, 0, 0, 0}, {1, 1}, 0, ""},       // rec's AveragePool
+      {{1, 64, 160, 160}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 0, ""},     // det's stem pool
+      {{2, 3, 1, 40}, {1, 3}, {1, 1}, {0, 1, 0, 1}, {1, 1}, 0, ""},
+  };
+  for (const Case& c : cases) {
+    for (const char* op : {"MaxPool", "AveragePool"}) {
+      for (int include_pad : {0, 1}) {
+        if (std::string(op) == "MaxPool" && include_pad) continue;
+        if (std::string(op) == "AveragePool" && c.dilations != std::vector<int64_t>{1, 1}) continue;
+        TestGraph t;
+        t.opset = 19;  // AveragePool takes dilations from 19 on
+        std::map<std::string, Attribute> attrs = {{"kernel_shape", ints_attr(c.kernel)},
+                                                  {"strides", ints_attr(c.strides)},
+                                                  {"ceil_mode", Attribute::of_int(c.ceil_mode)}};
+        if (c.auto_pad.empty()) attrs["pads"] = ints_attr(c.pads);
+        else attrs["auto_pad"] = Attribute::of_string(c.auto_pad);
+        if (c.dilations != std::vector<int64_t>{1, 1}) attrs["dilations"] = ints_attr(c.dilations);
+        if (std::string(op) == "AveragePool") attrs["count_include_pad"] = Attribute::of_int(include_pad);
+        t.finish({t.op(op, {t.input(c.x)}, attrs)});
+        const std::string what = std::string(op) + " x" + dims_to_string(c.x) + " k" + dims_to_string(c.kernel) +
+                                 " s" + dims_to_string(c.strides) + " ceil " + std::to_string(c.ceil_mode) +
+                                 " include_pad " + std::to_string(include_pad) + " " + c.auto_pad;
+        // Max takes the reference's bytes; an average sums in float (the reference in double).
+        expect_matches_ref(t, std::string(op) == "MaxPool" ? -1 : 1e-6, what);
+      }
+    }
+  }
+}
+
+TEST(NativePool, RefusesIndicesThatAreReadAndOtherRanks) {
+  {
+    TestGraph t;
+    const std::vector<int> out = t.node("MaxPool", {t.input({1, 2, 6, 6})}, {{"kernel_shape", ints_attr({2, 2})}}, 2);
+    t.finish({out[0], out[1]});
+    EXPECT_EQ(native::native_supports(t.g, 0).code(), StatusCode::kUnimplemented);
+  }
+  {
+    TestGraph t;
+    t.finish({t.op("MaxPool", {t.input({1, 2, 9})}, {{"kernel_shape", ints_attr({3})}})});
+    EXPECT_EQ(native::native_supports(t.g, 0).code(), StatusCode::kUnimplemented);
+  }
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // tessera's own kernels as a Backend: fused elementwise / broadcast chains (one pass over
 // memory), reductions, Softmax, LayerNormalization, SGEMM for MatMul / Gemm with an
 // elementwise tail, direct (or Winograd) Conv and ConvTranspose (affine nodes folded in, an
-// elementwise tail) and inference BatchNormalization. Vector code for AVX-512 or AVX2 is chosen at run time (see isa.h).
+// elementwise tail), MaxPool / AveragePool and inference BatchNormalization. Vector code for AVX-512 or AVX2 is chosen at run time (see isa.h).
 #include "backends/backend.h"
 #include "backends/native/conv_kernels.h"
 #include "backends/native/deconv_kernels.h"
@@ -12,6 +12,7 @@
 #include "backends/native/layout_kernels.h"
 #include "backends/native/llm_kernels.h"
 #include "backends/native/native_compile.h"
+#include "backends/native/pool_kernels.h"
 #include "backends/native/row_kernels.h"
 #include "ir/parallel.h"
 
@@ -30,6 +31,7 @@ Status native_supports(const Graph& g, int n) {
   if (op == "BatchNormalization") return check_batch_norm_node(g, n);
   if (is_gather_op(op)) return check_gather_node(g, n);
   if (is_layout_op(op)) return check_layout_node(g, n);
+  if (is_pool_op(op)) return check_pool_node(g, n);
   return unimplemented("native has no kernel for " + op);
 }
 
@@ -85,6 +87,7 @@ Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKern
     return compile_row_kernel(sg, isa);
   if (sg.size() == 1 && is_layout_op(g.node(sg.nodes().first()).op_type))
     return compile_layout_kernel(sg);
+  if (sg.size() == 1 && is_pool_op(g.node(sg.nodes().first()).op_type)) return compile_pool_kernel(sg);
   return compile_eltwise_kernel(sg, isa);
 }
 
@@ -124,7 +127,8 @@ class NativeBackend final : public Backend {
     std::vector<std::string> p = native::eltwise_op_types();
     for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "Softmax", "LayerNormalization",
                            "MatMul", "Gemm", "Conv", "ConvTranspose", "BatchNormalization",
-                           "Resize", "Concat", "GlobalAveragePool", "Transpose", "Slice"}) {
+                           "Resize", "Concat", "GlobalAveragePool", "MaxPool", "AveragePool", "Transpose",
+                           "Slice"}) {
       p.push_back(op);
     }
     for (const char* chain : kFusedChains) p.push_back(chain);
