@@ -212,8 +212,9 @@ std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, c
 // contender i once and returns its seconds, or nullopt when it failed (it takes no more turns).
 // Every contender runs options.warmup_runs times first. Then they take turns, a short block each
 // per round: one untimed run (it pays for the switch from the contender before: another thread
-// runtime still spinning, other weights in the caches), then timed runs until the block has
-// lasted kMinBlockSeconds and kRunsPerBlock times that untimed run, until each contender has
+// runtime still spinning, other weights in the caches; left out when the contender's runs take
+// kUntimedRunBelowSeconds or more), then timed runs until the block has lasted
+// kMinBlockSeconds and kRunsPerBlock times a run, until each contender has
 // options.min_runs runs and options.min_total_seconds of them (or options.max_runs). Short
 // blocks matter on a shared machine: its slow spells (seconds, or a neighbour's on-off cycle)
 // then fall on every contender alike instead of on whichever had its turn. (Blocks of 50 ms,
@@ -221,6 +222,7 @@ std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, c
 // apart.) Returns each contender's timed runs.
 constexpr double kMinBlockSeconds = 0.005;
 constexpr double kRunsPerBlock = 2;
+constexpr double kUntimedRunBelowSeconds = 0.05;
 std::vector<std::vector<double>> take_turns(int count, const std::function<std::optional<double>(int)>& run,
                                             const MeasureOptions& options);
 

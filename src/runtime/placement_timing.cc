@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <memory>
 #include <functional>
+#include <memory>
 #include <optional>
 
 #include "ir/subgraph.h"
@@ -88,9 +88,14 @@ std::vector<std::vector<double>> take_turns(int count, const std::function<std::
     for (int i = 0; i < count; ++i) {
       if (!wants_more(i)) continue;
       more = true;
-      const std::optional<double> untimed = once(i);
-      if (!untimed) continue;
-      const double block_seconds = std::max(kMinBlockSeconds, kRunsPerBlock * *untimed);
+      // A run that takes long pays for the switch within its noise: no untimed run before it.
+      double run_seconds = times[i].empty() ? 0.0 : times[i].back();
+      if (times[i].empty() || run_seconds < kUntimedRunBelowSeconds) {
+        const std::optional<double> untimed = once(i);
+        if (!untimed) continue;
+        run_seconds = *untimed;
+      }
+      const double block_seconds = std::max(kMinBlockSeconds, kRunsPerBlock * run_seconds);
       for (double block = 0; wants_more(i) && block < block_seconds;) {
         const std::optional<double> seconds = once(i);
         if (!seconds) break;

@@ -79,15 +79,18 @@ TEST(TakeTurns, ASlowerContenderStaysSlowerThroughASlowSpell) {
 
 TEST(TakeTurns, MeetsTheMinimumsInShortBlocksAndDropsAContenderThatFails) {
   VirtualMachine m;
-  m.cost = {0.0005, 0.03, 0.0005};
+  m.cost = {0.0005, 0.03, 0.0005, 0.1};
   m.slow = [](double) { return false; };
-  m.fails_at = {-1, -1, 7};  // its 8th run (after the warm-up and a few timed ones) fails
+  m.fails_at = {-1, -1, 7, -1};  // its 8th run (after the warm-up and a few timed ones) fails
   std::vector<int> order;
-  const auto times = take_turns(3, [&](int i) { order.push_back(i); return m.run(i); }, one_second());
+  const auto times = take_turns(4, [&](int i) { order.push_back(i); return m.run(i); }, one_second());
   // Quick runs: at least a second of them; slow ones: the minimum time too.
   EXPECT_GE(times[0].size() * 0.0005, 1.0 - 1e-9);
   EXPECT_GE(times[1].size() * 0.03, 1.0 - 1e-9);
   EXPECT_LT(times[2].size(), 7u);  // nothing after the failure
+  // Untimed runs: one per block of quick runs; for 100 ms runs only the first block has one.
+  EXPECT_GT(m.runs[0], static_cast<int>(times[0].size()) + 1 + 20);
+  EXPECT_EQ(m.runs[3], static_cast<int>(times[3].size()) + 2);  // the warm-up and one untimed run
   // Blocks stay short: contender 0 never runs more than about kMinBlockSeconds (plus its
   // untimed run) before another takes its turn, and a 30 ms contender runs at most
   // 1 + kRunsPerBlock times in a row (the last stretch, when the others are done, aside).
