@@ -331,10 +331,12 @@ std::string format_cell(const Measurement& m, bool best) {
   return buf;
 }
 
-const char* group_title(const std::string& group) {
+// `model`: the --model file, named in the titles of its groups.
+std::string group_title(const std::string& group, const std::string& model) {
+  const std::string stem = std::filesystem::path(model).stem().string();
   if (group == "gemm") return "GEMM, MatMul with constant B (M x K x N)";
-  if (group == "model conv") return "det model Conv layers (xN: occurrences in the model)";
-  if (group == "model depthwise") return "det model depthwise Conv layers";
+  if (group == "model conv") return stem + " Conv layers (xN: occurrences in the model)";
+  if (group == "model depthwise") return stem + " depthwise Conv layers";
   if (group == "depthwise") return "depthwise Conv";
   return "elementwise chains (32M: % of the triad bandwidth measured after each run, median; 64K: "
          "cache-resident, % of the peak, above the DRAM peak)";
@@ -410,7 +412,7 @@ void print_table(const std::vector<CaseResult>& results, const MachinePeak& peak
     i += group.size();
     bool flops = group[0]->c.work_kind == WorkKind::kFlops;
     double peak_rate = flops ? peak.fma_gflops_nt : peak.triad_gbps;
-    std::printf("\n%s; peak %.1f %s at %d threads\n", group_title(group[0]->c.group), peak_rate,
+    std::printf("\n%s; peak %.1f %s at %d threads\n", group_title(group[0]->c.group, o.model).c_str(), peak_rate,
                 flops ? "GFLOP/s" : "GB/s", o.threads);
     std::printf("%-*s", kNameWidth, "case");
     for (const Backend* b : shown) std::printf(" %*s", kCellWidth, b->name().c_str());

@@ -1,6 +1,10 @@
 #include "tools/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 
 namespace tessera {
 
@@ -25,6 +29,18 @@ int run_cli(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 1;
   }
   return exit_code;
+}
+
+Status check_writable(const std::string& path, const std::string& what) {
+  if (path.empty() || path == "-") return Status();
+  const bool existed = static_cast<bool>(std::ifstream(path));
+  std::FILE* f = std::fopen(path.c_str(), "a");  // never truncates an existing file
+  if (f == nullptr) {
+    return io_error("cannot write the " + what + " '" + path + "': " + std::strerror(errno));
+  }
+  std::fclose(f);
+  if (!existed) std::remove(path.c_str());
+  return Status();
 }
 
 }  // namespace tessera

@@ -216,6 +216,7 @@ int run_bench_serve(const BenchServeCliOptions& o) {
   while (!base_url.empty() && base_url.back() == '/') base_url.pop_back();
   auto rate = parse_rate(o.request_rate);
   if (!rate.ok()) return fail(rate.status().message());
+  if (Status st = check_writable(o.output_file, "results file"); !st.ok()) return fail(st.message());
 
   // The server must answer before anything else; /v1/models also names the model and its
   // vocabulary.

@@ -105,6 +105,8 @@ int run_optimize(const OptimizeFlags& o) {
   if (o.threads < 1) return fail(invalid_argument("--threads must be >= 1"));
   auto budget = parse_duration(o.budget);
   if (!budget.ok()) return fail(budget.status());
+  if (Status st = check_writable(o.output, "plan"); !st.ok()) return fail(st);
+  if (Status st = check_writable(o.report, "report"); !st.ok()) return fail(st);
 
   std::map<std::string, Tensor> files = read_input_files(o.in);
   auto shapes = given_shapes(o.in, files);

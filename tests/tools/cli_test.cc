@@ -191,6 +191,28 @@ TEST(Cli, OptimizeWritesAPlanThatRunReplays) {
   EXPECT_NE(bad_budget.text.find("bad duration"), std::string::npos) << bad_budget.text;
 }
 
+// Unwritable outputs fail before any measuring (the cost database is never opened), and the
+// check leaves existing files as they were.
+TEST(Cli, OptimizeRefusesAnUnwritableOutputBeforeMeasuring) {
+  const std::string model = "/usr/share/libonnx-testdata/data/pytorch-operator/test_operator_basic/model.onnx";
+  fs::path dir = temp_dir("optimize_unwritable");
+  const fs::path db = dir / "costs.sqlite", report = dir / "report.html";
+  { std::ofstream(report) << "an earlier report"; }
+  Output out = run_tessera("optimize " + model + " --budget 60s --cost-db " + db.string() + " --report " +
+                           report.string() + " -o " + (dir / "missing" / "plan.json").string());
+  EXPECT_EQ(out.exit_code, 1);
+  EXPECT_NE(out.text.find("cannot write the plan"), std::string::npos) << out.text;
+  EXPECT_FALSE(fs::exists(db)) << "measured before checking the output";
+  std::ifstream in(report);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), "an earlier report");
+  Output bad_report = run_tessera("optimize " + model + " --cost-db " + db.string() + " -o " +
+                                  (dir / "plan.json").string() + " --report " + (dir / "no" / "r.html").string());
+  EXPECT_EQ(bad_report.exit_code, 1);
+  EXPECT_NE(bad_report.text.find("cannot write the report"), std::string::npos) << bad_report.text;
+  EXPECT_FALSE(fs::exists(dir / "plan.json"));
+  EXPECT_FALSE(fs::exists(db));
+}
+
 TEST(Cli, BenchComparesThePlanWithEverySingleBackend) {
   const std::string model = "/usr/share/libonnx-testdata/data/pytorch-operator/test_operator_basic/model.onnx";
   fs::path dir = temp_dir("bench");
