@@ -4,7 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <filesystem>
 
 namespace tessera {
 
@@ -33,7 +33,8 @@ int run_cli(int argc, char** argv) {
 
 Status check_writable(const std::string& path, const std::string& what) {
   if (path.empty() || path == "-") return Status();
-  const bool existed = static_cast<bool>(std::ifstream(path));
+  std::error_code ec;  // exists() rather than opening for reading: an unreadable file still exists
+  const bool existed = std::filesystem::exists(path, ec) || ec;
   std::FILE* f = std::fopen(path.c_str(), "a");  // never truncates an existing file
   if (f == nullptr) {
     return io_error("cannot write the " + what + " '" + path + "': " + std::strerror(errno));
