@@ -143,7 +143,12 @@ std::optional<Graph> probe_graph(const Backend& b) {
 }  // namespace
 
 MeasuringEstimator::MeasuringEstimator(const Graph& g, const std::vector<Tensor>& values, MeasureOptions options)
-    : graph_(g), values_(values), options_(options), pool_(std::make_unique<ThreadPool>(options.threads)) {}
+    : graph_(g),
+      values_(values),
+      options_(options),
+      pool_(std::make_unique<ThreadPool>(options.threads)),
+      buffers_(std::make_unique<BufferPool>()),
+      max_abs_(values.size(), -1.0) {}
 
 MeasuringEstimator::~MeasuringEstimator() = default;
 
@@ -163,18 +168,26 @@ Cost MeasuringEstimator::cost(const Candidate& c) {
     p.inputs.push_back(&values_[v]);
   }
   ++measured_;
-  BufferPool buffers;
+  // The buffers of earlier candidates are reused (fresh pages cost faults on every first touch),
+  // up to a bound: a large model's candidates would otherwise keep every size they ever used.
+  if (buffers_->reserved_bytes() > kKeptBufferBytes) buffers_->release_free();
+  BufferPool& buffers = *buffers_;
   std::vector<Tensor> got;
   if (Status st = run_once(p, buffers, pool_.get(), &got); !st.ok()) return Cost::invalid("fails: " + st.message());
-  for (size_t o = 0; o < got.size(); ++o) {
-    const Tensor& want = values_[p.sg->outputs()[o]];
-    double atol = options_.atol * std::max(1.0, max_abs(want));
-    if (Status st = compare_tensors(got[o], want, options_.rtol, atol); !st.ok())
-      return Cost::invalid("output '" + graph_.value(p.sg->outputs()[o]).name + "' differs from the reference: " +
-                           st.message());
+  Status mismatch;
+  for (size_t o = 0; o < got.size() && mismatch.ok(); ++o) {
+    const int v = p.sg->outputs()[o];
+    if (max_abs_[v] < 0) max_abs_[v] = max_abs(values_[v]);
+    const double atol = options_.atol * std::max(1.0, max_abs_[v]);
+    mismatch = compare_tensors(got[o], values_[v], options_.rtol, atol)
+                   .with_context("output '" + graph_.value(v).name + "' differs from the reference");
   }
-  got.clear();
-  Cost cost = time_repeatedly([&] { return run_once(p, buffers, pool_.get()); }, options_);
+  for (Tensor& t : got) buffers.release(t);
+  if (!mismatch.ok()) return Cost::invalid(mismatch.message());
+  // The checked run above was a warm-up run.
+  MeasureOptions timed = options_;
+  timed.warmup_runs = std::max(0, options_.warmup_runs - 1);
+  Cost cost = time_repeatedly([&] { return run_once(p, buffers, pool_.get()); }, timed);
   if (!cost.valid) cost.reason = "fails: " + cost.reason;
   return cost;
 }

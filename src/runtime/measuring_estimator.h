@@ -25,6 +25,8 @@
 
 namespace tessera {
 
+class BufferPool;
+
 struct MeasureOptions {
   int threads = 1;
   int warmup_runs = 1;
@@ -67,6 +69,9 @@ class MeasuringEstimator final : public CostEstimator {
   const std::vector<Tensor>& values_;
   MeasureOptions options_;
   std::unique_ptr<ThreadPool> pool_;
+  static constexpr size_t kKeptBufferBytes = size_t{512} << 20;
+  std::unique_ptr<BufferPool> buffers_;  // shared by the candidates' runs, freed past kKeptBufferBytes
+  std::vector<double> max_abs_;          // by value id: max_abs of its reference tensor (-1: not yet)
   std::map<std::pair<const Backend*, const Backend*>, double> transitions_;
   int measured_ = 0;
 };

@@ -150,7 +150,8 @@ std::vector<double> cached_node_times(CostDatabase* db, const Graph& g, const Ba
 // its nodes are expected to take. Once per backend (kept in `node_seconds` and the database).
 void measure_node_times(const Graph& g, const std::vector<const Backend*>& backends, const std::vector<Tensor>& inputs,
                         const MeasureOptions& measure, CostDatabase* db,
-                        std::map<const Backend*, std::vector<double>>& node_seconds) {
+                        std::map<const Backend*, std::vector<double>>& node_seconds,
+                        std::map<const Backend*, double>& placement_seconds) {
   std::vector<int> no_owner(g.num_nodes(), -1);
   for (const Backend* b : backends) {
     if (node_seconds.count(b)) continue;
@@ -161,11 +162,13 @@ void measure_node_times(const Graph& g, const std::vector<const Backend*>& backe
       supported.push_back(n);
       singles.push_back(Partition{NodeSet::of(g.num_nodes(), {n}), b});
     }
+    double placed_total = std::numeric_limits<double>::infinity();
     auto times = cached_node_times(db, g, *b, measure.threads, supported, [&]() -> std::optional<std::vector<double>> {
       auto alone = time_partitions(g, singles, inputs, measure, no_owner, 0);
       auto placed = place_on_backend(g, *b);
       if (!alone.ok() || !placed.ok()) return std::nullopt;  // no estimates for this backend
       auto fused = time_partitions(g, *placed, inputs, measure, no_owner, 0);
+      if (fused.ok() && fused->total.valid) placed_total = fused->total.seconds;
       double sum_alone = 0, sum_fused = 0;
       for (const Partition& p : *placed)
         for (int n : p.nodes) sum_alone += alone->per_node[n], sum_fused += fused.ok() ? fused->per_node[n] : 0;
@@ -175,6 +178,16 @@ void measure_node_times(const Graph& g, const std::vector<const Backend*>& backe
       return mine;
     });
     if (!times.empty()) node_seconds[b] = std::move(times);
+    // The fused placement's end-to-end time, kept beside the node times.
+    const CostKey key{"estimate:" + graph_hash(g) + ":placement", b->name(), b->version(), measure.threads,
+                      cpu_model()};
+    if (std::isfinite(placed_total)) {
+      if (db) (void)db->store(key, Cost::of(placed_total), "estimate placement");
+    } else if (auto stored = db ? db->lookup(key) : Result<std::optional<Cost>>(std::nullopt);
+               stored.ok() && *stored && (*stored)->valid) {
+      placed_total = (*stored)->seconds;
+    }
+    if (std::isfinite(placed_total)) placement_seconds[b] = placed_total;
   }
 }
 
@@ -344,6 +357,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
                                                                                 options.seed, &ref_node_seconds));
   // Per backend, the time of each node it ran in a whole-model run (for large graphs' A*).
   std::map<const Backend*, std::vector<double>> node_seconds;
+  std::map<const Backend*, double> placement_seconds;  // each backend's placement, end to end (large graphs)
   std::vector<Tensor> inputs;
   for (int v : g.inputs()) inputs.push_back(values[v]);
 
@@ -384,7 +398,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     so.exact = g.num_nodes() <= options.max_exact_nodes;
     if (!so.exact) {
       phase("estimates" + label);
-      measure_node_times(g, variant_backends, inputs, measure, db.get(), node_seconds);
+      measure_node_times(g, variant_backends, inputs, measure, db.get(), node_seconds, placement_seconds);
       use_estimates(so, g, variant_backends, node_seconds, options);
     }
     phase("candidates" + label);
@@ -392,12 +406,15 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     add_placement_candidates(g, variant_backends, so.exact ? nullptr : &node_seconds, candidates);
     candidates = dedupe_candidates(std::move(candidates));
     result.num_candidates = std::max(result.num_candidates, static_cast<int>(candidates.size()));
-    // Each variant may use an equal share of what is left of the search's part of the budget (later
-    // ones reuse the costs the earlier ones measured, so they are quicker). With placements, the
-    // last quarter is theirs and their refinement's (det's refinement: 24 moves in about a minute).
-    const auto search_end = options.placements ? started + (deadline - started) * 3 / 4 : deadline;
+    // The first set may use two shares of the search's part of the budget, each later one a share
+    // of what is left: later sets reuse the costs the earlier ones measured (det from an empty
+    // database: 279 s for the first search, 125 s for the second). With placements, the last 15%
+    // are theirs and their refinement's (det: 37 s for placements, refinements and finals).
+    const auto search_end = options.placements ? started + (deadline - started) * 17 / 20 : deadline;
     const auto now = Clock::now();
-    so.deadline = now + std::max(Clock::duration::zero(), search_end - now) / static_cast<int>(variants.size() - k);
+    const int shares_left = static_cast<int>(variants.size() - k) + (k == 0 ? 1 : 0);
+    const int my_shares = k == 0 ? 2 : 1;
+    so.deadline = now + std::max(Clock::duration::zero(), search_end - now) * my_shares / shares_left;
     so.stop = options.stop;
     so.progress = [&](const SearchProgress& p) {
       if (options.progress) options.progress((p.merging ? "merge" : "search") + label, p);
@@ -407,7 +424,16 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     // best prediction, or their best end-to-end time where that is higher (mixed plans are often
     // predicted too low: det's tessera-pool plan predicted at 25.0 ms ran 39.2 ms, and with that
     // bound the oneDNN set found nothing, though its plans ran faster).
-    const double bound = best > 0 ? std::max(best_predicted, best) : best_predicted;
+    double bound = best > 0 ? std::max(best_predicted, best) : best_predicted;
+    std::string bound_source = "an earlier set's";
+    // The placements contend end to end later: with their times from the node-time runs, a plan
+    // that cannot beat the fastest of this set's needs no measurements from the start. Without that
+    // bound, nothing is pruned until the first complete plan, which on det came only after the
+    // search's share of the budget (it measured 4600 XNNPACK candidates of a backend 1.7x slower).
+    if (options.placements)
+      for (const Backend* b : variant_backends)
+        if (auto it = placement_seconds.find(b); it != placement_seconds.end() && it->second < bound)
+          bound = it->second, bound_source = b->name() + "'s placement";
     so.upper_bound = bound;
     TESSERA_ASSIGN_OR_RETURN(SearchResult search, search_plan(g, candidates, memo, so));
 
@@ -415,8 +441,9 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     pv.name = name;
     for (const Backend* b : variant_backends) pv.backends.push_back(b->name());
     pv.predicted_seconds = search.seconds;
+    if (std::isfinite(bound)) pv.bound_seconds = bound;
     if (search.above_bound) {
-      pv.error = "no plan predicted under " + std::to_string(bound * 1e3) + " ms (an earlier set's)";
+      pv.error = "no plan predicted under " + std::to_string(bound * 1e3) + " ms (" + bound_source + ")";
       result.variants.push_back(std::move(pv));
       searches.push_back(std::move(search));
       contender_parts.emplace_back();
@@ -514,7 +541,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     const auto [base, base_variant] = bases[i];
     if (options.stop && options.stop()) break;
     phase("refine " + base->name());
-    measure_node_times(g, backends, inputs, measure, db.get(), node_seconds);
+    measure_node_times(g, backends, inputs, measure, db.get(), node_seconds, placement_seconds);
     // Outcomes of moves by model, nodes moved (one node by its index, a region by a hash of its
     // indices), the two backends, thread count and CPU.
     auto move_key = [&](const NodeSet& nodes, const Backend& to) {

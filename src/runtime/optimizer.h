@@ -126,6 +126,9 @@ struct PlanVariant {
   // The finalists (contenders measured near the fastest) are timed once more side by side, taking
   // turns; the fastest there is chosen. -1: not a finalist.
   double final_seconds = -1;
+  // A searched set pursues only plans predicted under this: an earlier set's best, or the fastest
+  // end-to-end time of its backends' placements (large graphs); -1: no bound.
+  double bound_seconds = -1;
   std::string error;
 };
 

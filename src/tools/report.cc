@@ -232,7 +232,7 @@ nlohmann::json summary_json(const OptimizeSummary& s, const OptimizeResult& r) {
     const PlanVariant& v = r.variants[k];
     j["variants"].push_back({{"name", v.name}, {"backends", v.backends}, {"predicted_ms", v.predicted_seconds * 1e3},
                              {"measured_ms", v.measured_seconds * 1e3}, {"final_ms", v.final_seconds * 1e3},
-                             {"chosen", static_cast<int>(k) == r.chosen_variant}});
+                             {"bound_ms", v.bound_seconds * 1e3}, {"chosen", static_cast<int>(k) == r.chosen_variant}});
   }
   j["partitions"] = nlohmann::json::array();
   for (size_t i = 0; i < r.plan.partitions.size(); ++i) {

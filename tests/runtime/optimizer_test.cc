@@ -339,6 +339,46 @@ TEST(Optimizer, SecondRunRecallsEveryWholeModelTiming) {
   std::filesystem::remove(db);
 }
 
+// Large graphs (searched with estimates) are bounded from the start by the fastest end-to-end time of
+// their backends' placements, taken with the node times and kept in the database: a second run
+// bounds its searches the same way, so it prunes the same candidates and measures nothing.
+TEST(Optimizer, LargeGraphSearchesAreBoundedByThePlacementsAndRecallTheBound) {
+  TestGraph t = small_net();
+  std::string db = temp_path("bound.sqlite");
+  OptimizeOptions o = small_options(t, db);
+  o.max_exact_nodes = 0;  // small_net searched as a large graph
+  auto first = optimize_graph(t.g, o);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  auto second = optimize_graph(t.g, o);
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  EXPECT_EQ(second->measured, 0);
+  EXPECT_EQ(partition_list(second->plan), partition_list(first->plan));
+  ASSERT_EQ(second->variants.size(), first->variants.size());
+  int searched = 0;
+  for (size_t k = 0; k < first->variants.size(); ++k) {
+    const PlanVariant& v = first->variants[k];
+    if (v.name.find(':') != std::string::npos) continue;  // placements and refinements are not searched
+    ++searched;
+    EXPECT_GT(v.bound_seconds, 0) << v.name;
+    EXPECT_EQ(second->variants[k].bound_seconds, v.bound_seconds) << v.name;
+    if (v.error.empty()) {
+      EXPECT_LT(v.predicted_seconds, v.bound_seconds) << v.name;
+    } else {
+      EXPECT_NE(v.error.find("no plan predicted under"), std::string::npos) << v.error;
+    }
+  }
+  EXPECT_GT(searched, 0);
+  // Without placements to fall back on, the first set is searched without a bound.
+  o.placements = false;
+  o.use_cost_db = false;
+  auto unbounded = optimize_graph(t.g, o);
+  ASSERT_TRUE(unbounded.ok()) << unbounded.status().to_string();
+  ASSERT_FALSE(unbounded->variants.empty());
+  EXPECT_EQ(unbounded->variants[0].bound_seconds, -1);
+  EXPECT_TRUE(unbounded->variants[0].error.empty()) << unbounded->variants[0].error;
+  std::filesystem::remove(db);
+}
+
 // Whole-model timings through the cost database: recalled by the placement timed (backends and
 // nodes) and, for timings in turns, by what they were for; taken again for anything else.
 TEST(TimingRecords, RecallsWhatWasTimedForTheSamePlacementsAndPurpose) {
