@@ -1,9 +1,13 @@
 // `tessera optimize MODEL.onnx -o plan.json`: measured partitioning across backends.
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "onnx/onnx_import.h"
@@ -15,6 +19,18 @@
 
 namespace tessera {
 namespace {
+
+// Every measured candidate is a fresh kernel whose buffers (XNNPACK's packed weights and
+// workspace, staging, outputs) glibc maps anew and unmaps after it: det's XNNPACK candidates took
+// 7.6 million page faults a minute, 16 of 92 CPU seconds in the kernel. Kept by the allocator
+// instead (no mmap for large blocks, no trimming), the faults fell to 0.3 million and the peak
+// resident size stayed the same (1.6 GB): the optimizer reuses what it frees.
+void keep_freed_memory() {
+#ifdef __GLIBC__
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+#endif
+}
 
 struct OptimizeFlags {
   std::string model;
@@ -136,6 +152,7 @@ int run_optimize(const OptimizeFlags& o) {
   opts.input_shapes = *shapes;
   ProgressBar bar(*budget, o.quiet || o.json);
   opts.progress = [&](const std::string& phase, const SearchProgress& p) { bar.update(phase, p); };
+  keep_freed_memory();
   auto result = optimize_graph(g, opts);
   bar.finish();
   if (!result.ok()) return fail(result.status());

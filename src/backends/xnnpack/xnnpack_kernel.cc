@@ -15,9 +15,8 @@ size_t XnnpackKernel::Port::bytes() const {
 }
 
 float* XnnpackKernel::Port::stage() {
-  if (staging.empty())
-    staging.resize(static_cast<size_t>(shape_numel(dims)) + XNN_EXTRA_BYTES / sizeof(float) + 1);
-  return staging.data();
+  if (!staging) staging.reset(new float[static_cast<size_t>(shape_numel(dims)) + XNN_EXTRA_BYTES / sizeof(float) + 1]);
+  return staging.get();
 }
 
 Result<std::unique_ptr<Kernel>> XnnpackKernel::create(const SubGraph& sg, bool nhwc, int threads) {
@@ -107,7 +106,7 @@ Status XnnpackKernel::run(const std::vector<const Tensor*>& inputs, std::vector<
   std::vector<bool> direct(outputs_.size());
   for (size_t o = 0; o < outputs_.size(); ++o) {
     Port& p = outputs_[o];
-    outputs[o] = ctx.alloc.allocate(DType::kFloat32, p.dims);
+    outputs[o] = ctx.alloc.allocate_uninitialized(DType::kFloat32, p.dims);  // written whole below
     // An output that later nodes read must have the slack of an input.
     direct[o] = !p.nhwc &&
                 (!p.read_inside || outputs[o].storage()->capacity() >= p.bytes() + XNN_EXTRA_BYTES);

@@ -35,7 +35,7 @@ class XnnpackKernel final : public Kernel {
     std::vector<int64_t> dims;
     bool nhwc = false;
     bool read_inside = false;  // an output that later nodes of the subgraph also read
-    std::vector<float> staging;
+    std::unique_ptr<float[]> staging;  // not zeroed: every use writes it whole first
     size_t bytes() const;
     float* stage();  // the staging buffer, allocated on first use (with XNN_EXTRA_BYTES of slack)
   };
