@@ -619,7 +619,8 @@ Status Plan::run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& 
     }
     outputs.resize(output_dims_.size());
     for (size_t o = 0; o < output_dims_.size(); ++o) {
-      outputs[o] = alloc.allocate(DType::kFloat32, output_dims_[o]);
+      // Written whole (by a primitive, the parts of a concatenation or the output reorder).
+      outputs[o] = alloc.allocate_uninitialized(DType::kFloat32, output_dims_[o]);
       for (dnnl::memory& m : output_memories_[o]) m.set_data_handle(outputs[o].raw_data());
     }
     for (Step& s : steps_) s.primitive.execute(stream_, s.args);
