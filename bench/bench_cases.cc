@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "ir/node_flops.h"
 #include "onnx/onnx_import.h"
 #include "ops/op_registry.h"
 
@@ -139,12 +140,7 @@ BenchCase conv_case(ConvSpec spec, std::string name) {
   };
   // Work needs the output size: build once now (cheap: weights only) and count.
   Result<Graph> g = c.build();
-  if (g.ok()) {
-    std::vector<int64_t> out = g->value(g->outputs()[0]).type.static_dims();
-    double macs_per_output = 1;
-    for (size_t i = 1; i < spec.w.size(); ++i) macs_per_output *= spec.w[i];  // C/group x kh x kw
-    c.work = 2.0 * static_cast<double>(shape_numel(out)) * macs_per_output;
-  }
+  if (g.ok()) c.work = node_flops(*g, g->node(0));
   c.ref_cheap = c.work <= kRefMaxFlops;
   return c;
 }

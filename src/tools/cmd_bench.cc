@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "ir/node_flops.h"
 #include "ir/npy.h"
 #include "runtime/optimizer.h"
 #include "runtime/session.h"
@@ -125,9 +126,16 @@ int run_bench(const BenchFlags& o) {
     rows.push_back({"onnxruntime", time_onnxruntime(o.model, *inputs, o.threads, repeat, ort_version)});
   }
   const double plan_s = rows.front().cost.valid ? rows.front().cost.seconds : 0;
+  // The compute floor: the model's Conv / MatMul work at this machine's fp32 FMA peak.
+  const double flops = graph_flops(g);
+  const FmaPeak peak = measure_fma_peak(o.threads);
+  const double floor_s = peak.gflops_nt > 0 ? flops / (peak.gflops_nt * 1e9) : 0;
   nlohmann::json j;
   j["model"] = o.model;
   j["threads"] = o.threads;
+  j["gflop"] = flops * 1e-9;
+  j["peak_gflops"] = peak.gflops_nt;
+  j["floor_ms"] = floor_s * 1e3;
   if (!ort_version.empty()) j["onnxruntime_version"] = ort_version;
   for (const PlacementTiming& r : rows) {
     nlohmann::json row = {{"name", r.name}, {"valid", r.cost.valid}};
@@ -135,6 +143,7 @@ int run_bench(const BenchFlags& o) {
       row["median_ms"] = r.cost.seconds * 1e3;
       row["iqr_ms"] = r.cost.noise * 1e3;
       if (plan_s > 0) row["ratio_to_plan"] = r.cost.seconds / plan_s;
+      if (floor_s > 0) row["ratio_to_floor"] = r.cost.seconds / floor_s;
     } else {
       row["reason"] = r.cost.reason;
     }
@@ -145,16 +154,20 @@ int run_bench(const BenchFlags& o) {
     return 0;
   }
   std::printf("%s, %d thread(s): median latency (same inputs, same process)\n", o.model.c_str(), o.threads);
-  std::printf("  %-14s %12s %10s %14s\n", "placement", "median ms", "IQR ms", "x plan time");
+  std::printf("  %-14s %12s %10s %14s %10s\n", "placement", "median ms", "IQR ms", "x plan time", "x floor");
   for (const PlacementTiming& r : rows) {
     std::string name = r.name == "onnxruntime" && !ort_version.empty() ? "ort " + ort_version : r.name;
     if (!r.cost.valid) {
       std::printf("  %-14s %s\n", name.c_str(), ("unavailable: " + r.cost.reason.substr(0, 100)).c_str());
       continue;
     }
-    std::printf("  %-14s %12.3f %10.3f %14.2f\n", name.c_str(), r.cost.seconds * 1e3, r.cost.noise * 1e3,
-                plan_s > 0 ? r.cost.seconds / plan_s : 0.0);
+    std::printf("  %-14s %12.3f %10.3f %14.2f %10.2f\n", name.c_str(), r.cost.seconds * 1e3, r.cost.noise * 1e3,
+                plan_s > 0 ? r.cost.seconds / plan_s : 0.0, floor_s > 0 ? r.cost.seconds / floor_s : 0.0);
   }
+  if (floor_s > 0)
+    std::printf("compute floor: %.3f GFLOP of Conv/MatMul/Gemm work at the measured fp32 FMA peak (%.0f GFLOP/s, %d "
+                "thread(s), %s): %.3f ms\n",
+                flops * 1e-9, peak.gflops_nt, peak.threads, peak.isa.c_str(), floor_s * 1e3);
   return 0;
 }
 

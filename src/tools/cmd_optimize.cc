@@ -175,9 +175,11 @@ int run_optimize(const OptimizeFlags& o) {
     }
     placements = time_placements(g, &plan, *inputs, m, 1, /*with_ref=*/false, known);  // ref never wins
   }
-  OptimizeSummary summary = summarize_optimization(g, *result, placements);
+  // About 0.25 s: the machine's FMA peak at the plan's thread count, for the compute floor.
+  const FmaPeak peak = measure_fma_peak(o.threads);
+  OptimizeSummary summary = summarize_optimization(g, *result, placements, &peak);
   if (!o.report.empty()) {
-    if (Status st = write_report_html(o.report, g, *result, placements); !st.ok()) return fail(st);
+    if (Status st = write_report_html(o.report, g, *result, summary, placements); !st.ok()) return fail(st);
   }
   if (o.json) {
     std::printf("%s\n", summary_json(summary, *result).dump(2).c_str());

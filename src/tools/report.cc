@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "ir/node_flops.h"
+
 namespace tessera {
 
 namespace {
@@ -27,6 +29,25 @@ std::string ms(double seconds, int digits = 3) {
 std::string percent(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f%%", x * 100);
+  return buf;
+}
+
+// Work over time as "123.4" GFLOP/s; "-" without work or time.
+std::string gflops_rate(double flops, double seconds) {
+  if (flops <= 0 || seconds <= 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", flops / seconds * 1e-9);
+  return buf;
+}
+
+// The compute floor in one sentence (summary.floor_seconds > 0).
+std::string floor_text(const OptimizeSummary& s) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "compute floor: %.3f GFLOP of Conv/MatMul/Gemm work at this machine's measured fp32 FMA peak "
+                "(%.0f GFLOP/s, %d thread(s), %s) takes %s; the plan's %s is %.2fx that (its work at %.0f%% of peak)",
+                s.flops * 1e-9, s.peak.gflops_nt, s.peak.threads, s.peak.isa.c_str(), ms(s.floor_seconds).c_str(),
+                ms(s.plan_seconds).c_str(), s.plan_seconds / s.floor_seconds, 100 * s.floor_seconds / s.plan_seconds);
   return buf;
 }
 
@@ -87,7 +108,7 @@ Result<double> parse_duration(const std::string& s) {
 }
 
 OptimizeSummary summarize_optimization(const Graph& g, const OptimizeResult& r,
-                                       const std::vector<PlacementTiming>& placements) {
+                                       const std::vector<PlacementTiming>& placements, const FmaPeak* peak) {
   OptimizeSummary s;
   const Plan& plan = r.plan;
   s.predicted_seconds = plan.predicted_seconds;
@@ -112,6 +133,15 @@ OptimizeSummary summarize_optimization(const Graph& g, const OptimizeResult& r,
     if (s.best_single.empty() || t.cost.seconds < s.best_single_seconds) s.best_single = t.name, s.best_single_seconds = t.cost.seconds;
   }
   if (!s.best_single.empty() && plan_seconds > 0) s.speedup = s.best_single_seconds / plan_seconds;
+  s.plan_seconds = plan_seconds;
+  for (const PlanPartition& p : plan.partitions) {
+    s.partition_flops.push_back(nodes_flops(g, p.nodes));
+    s.flops += s.partition_flops.back();
+  }
+  if (peak && peak->gflops_nt > 0) {
+    s.peak = *peak;
+    s.floor_seconds = s.flops / (peak->gflops_nt * 1e9);
+  }
   for (const PlanPartition& p : plan.partitions) {
     auto& [parts, nodes] = s.per_backend[p.backend];
     ++parts;
@@ -124,7 +154,6 @@ OptimizeSummary summarize_optimization(const Graph& g, const OptimizeResult& r,
     if (diff > 0.15 * t.isolated_seconds && diff > 0.02 * std::max(s.measured_seconds, 1e-9))
       s.interacting.push_back(static_cast<int>(i));
   }
-  (void)g;
   return s;
 }
 
@@ -143,15 +172,17 @@ std::string summary_text(const OptimizeSummary& s, const OptimizeResult& r) {
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
   std::sort(order.begin(), order.end(), [&](int a, int b) { return r.timings[a].in_plan_seconds > r.timings[b].in_plan_seconds; });
   char line[256];
-  std::snprintf(line, sizeof line, "  %-9s %-40s %12s %12s %7s\n", "backend", "partition", "alone", "in plan", "share");
+  std::snprintf(line, sizeof line, "  %-9s %-40s %12s %12s %7s %9s\n", "backend", "partition", "alone", "in plan",
+                "share", "GFLOP/s");
   out << line;
   for (size_t k = 0; k < order.size() && k < 12; ++k) {
     const PlanPartition& p = plan.partitions[order[k]];
     const PartitionTiming& t = r.timings[order[k]];
     std::string label = short_label(p.label, 40);
-    std::snprintf(line, sizeof line, "  %-9s %-40s %12s %12s %7s\n", p.backend.c_str(), label.c_str(),
+    std::snprintf(line, sizeof line, "  %-9s %-40s %12s %12s %7s %9s\n", p.backend.c_str(), label.c_str(),
                   t.isolated_seconds >= 0 ? ms(t.isolated_seconds).c_str() : "-", ms(t.in_plan_seconds).c_str(),
-                  percent(t.in_plan_seconds / std::max(plan.measured_seconds, 1e-12)).c_str());
+                  percent(t.in_plan_seconds / std::max(plan.measured_seconds, 1e-12)).c_str(),
+                  gflops_rate(s.partition_flops[order[k]], t.in_plan_seconds).c_str());
     out << line;
   }
   if (order.size() > 12) out << "  ... " << order.size() - 12 << " more (see --report)\n";
@@ -197,6 +228,7 @@ std::string summary_text(const OptimizeSummary& s, const OptimizeResult& r) {
                   ms(s.best_single_seconds).c_str(), s.speedup);
     out << line;
   }
+  if (s.floor_seconds > 0) out << floor_text(s) << "\n";
   out << r.num_candidates << " candidates, " << r.costed << " costed (" << r.measured
       << " measured now, " << r.cache_hits << " from the cost database"
       << (r.cost_db_path.empty() ? "" : " " + r.cost_db_path) << "), " << r.states_expanded
@@ -240,10 +272,18 @@ nlohmann::json summary_json(const OptimizeSummary& s, const OptimizeResult& r) {
     j["partitions"].push_back({{"backend", p.backend}, {"label", p.label}, {"nodes", p.nodes.size()},
                                {"stored_ms", r.timings[i].stored_seconds * 1e3},
                                {"alone_ms", r.timings[i].isolated_seconds * 1e3},
-                               {"in_plan_ms", r.timings[i].in_plan_seconds * 1e3}});
+                               {"in_plan_ms", r.timings[i].in_plan_seconds * 1e3},
+                               {"gflop", s.partition_flops[i] * 1e-9}});
   }
   for (const auto& [b, pn] : s.per_backend) j["per_backend"][b] = {{"partitions", pn.first}, {"nodes", pn.second}};
   j["interacting_partitions"] = s.interacting;
+  j["gflop"] = s.flops * 1e-9;
+  if (s.floor_seconds > 0) {
+    j["peak_gflops"] = s.peak.gflops_nt;
+    j["peak_isa"] = s.peak.isa;
+    j["floor_ms"] = s.floor_seconds * 1e3;
+    j["plan_over_floor"] = s.plan_seconds / s.floor_seconds;
+  }
   return j;
 }
 
@@ -306,9 +346,8 @@ Result<std::string> render_svg(const std::string& dot) {
 }
 
 Status write_report_html(const std::string& path, const Graph& g, const OptimizeResult& r,
-                         const std::vector<PlacementTiming>& placements) {
+                         const OptimizeSummary& s, const std::vector<PlacementTiming>& placements) {
   const Plan& plan = r.plan;
-  OptimizeSummary s = summarize_optimization(g, r, placements);
   std::ostringstream h;
   h << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tessera plan: " << html_escape(plan.model)
     << "</title>\n<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;"
@@ -328,6 +367,11 @@ Status write_report_html(const std::string& path, const Graph& g, const Optimize
     << "</td></tr><tr><td>partitions measured alone again after the end-to-end runs + transitions</td><td class=n>"
     << ms(s.remeasured_seconds) << "</td></tr><tr><td>its error (drift since the costs were stored left out)</td>"
     << "<td class=n>" << percent(s.remeasured_error) << "</td></tr></table>\n";
+  if (s.floor_seconds > 0) {
+    h << "<p>" << html_escape(floor_text(s))
+      << ". No plan of fp32 kernels runs below this floor: a plan far above it has room (memory-bound ops, small "
+         "kernels, hand-overs), one near it has little left for any placement to win.</p>\n";
+  }
   if (r.variants.size() > 1) {
     h << "<h2>Contenders measured end to end</h2><p>Backends with their own thread runtimes (OpenMP, "
          "...) interfere when one plan mixes them: their idle workers spin on the cores the other "
@@ -390,7 +434,7 @@ Status write_report_html(const std::string& path, const Graph& g, const Optimize
   for (const char* b : {"ref", "native", "onednn", "blas", "xnnpack"})
     h << "<span class=sw style=\"background:" << backend_colour(b) << "\"></span>" << b << " &nbsp; ";
   h << "</p><table><tr><th>#</th><th>backend</th><th>ops</th><th>nodes</th><th>alone</th><th>in plan</th>"
-       "<th>share</th><th>alternatives that lost (same nodes)</th></tr>\n";
+       "<th>share</th><th>GFLOP/s in plan</th><th>of peak</th><th>alternatives that lost (same nodes)</th></tr>\n";
   for (size_t i = 0; i < plan.partitions.size(); ++i) {
     const PlanPartition& p = plan.partitions[i];
     const PartitionTiming& t = r.timings[i];
@@ -398,6 +442,10 @@ Status write_report_html(const std::string& path, const Graph& g, const Optimize
       << html_escape(p.backend) << "</td><td>" << html_escape(p.label) << "</td><td class=n>" << p.nodes.size()
       << "</td><td class=n>" << (t.isolated_seconds >= 0 ? ms(t.isolated_seconds) : "-") << "</td><td class=n>"
       << ms(t.in_plan_seconds) << "</td><td class=n>" << percent(t.in_plan_seconds / std::max(s.measured_seconds, 1e-12))
+      << "</td><td class=n>" << gflops_rate(s.partition_flops[i], t.in_plan_seconds) << "</td><td class=n>"
+      << (s.partition_flops[i] > 0 && s.peak.gflops_nt > 0 && t.in_plan_seconds > 0
+              ? percent(s.partition_flops[i] / t.in_plan_seconds * 1e-9 / s.peak.gflops_nt)
+              : "-")
       << "</td><td>";
     for (const PlannedPartition* a : alternatives(r, p)) {
       double more = a->cost.seconds - std::max(0.0, p.seconds);

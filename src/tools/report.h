@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/fma_peak.h"
 #include "runtime/optimizer.h"
 
 namespace tessera {
@@ -26,10 +27,20 @@ struct OptimizeSummary {
   // Plan partitions (indices) whose time inside the whole plan differs from their time alone by
   // more than 15% and 2% of the total: the ones that interact (caches, threads).
   std::vector<int> interacting;
+  // The plan's time as compared: timed in turns with the placements, else end to end.
+  double plan_seconds = 0;
+  // Compute floor (ir/node_flops.h): the model's Conv / ConvTranspose / MatMul / Gemm work, per
+  // plan partition too, and that work at the machine's measured fp32 FMA peak (0: not measured).
+  double flops = 0;
+  std::vector<double> partition_flops;
+  FmaPeak peak;
+  double floor_seconds = 0;  // flops at peak.gflops_nt; 0 without a peak
 };
 
+// peak: the machine's measured FMA peak at the plan's thread count, or nullptr (no floor).
 OptimizeSummary summarize_optimization(const Graph& g, const OptimizeResult& r,
-                                       const std::vector<PlacementTiming>& placements);
+                                       const std::vector<PlacementTiming>& placements,
+                                       const FmaPeak* peak = nullptr);
 std::string summary_text(const OptimizeSummary& s, const OptimizeResult& r);
 nlohmann::json summary_json(const OptimizeSummary& s, const OptimizeResult& r);
 
@@ -39,7 +50,7 @@ std::string plan_dot(const Graph& g, const Plan& plan);
 Result<std::string> render_svg(const std::string& dot);
 
 Status write_report_html(const std::string& path, const Graph& g, const OptimizeResult& r,
-                         const std::vector<PlacementTiming>& placements);
+                         const OptimizeSummary& s, const std::vector<PlacementTiming>& placements);
 
 // "90s", "10m", "1h", "250ms", "42" (seconds).
 Result<double> parse_duration(const std::string& s);

@@ -191,6 +191,25 @@ TEST(Cli, OptimizeWritesAPlanThatRunReplays) {
   EXPECT_NE(bad_budget.text.find("bad duration"), std::string::npos) << bad_budget.text;
 }
 
+// The compute floor: the Conv's multiply-adds counted exactly (1x1x7x5 input, 3x3 kernel, stride 2,
+// pad 1: 4x3 outputs of 9 taps each), at a measured peak the plan cannot beat.
+TEST(Cli, OptimizeReportsTheComputeFloor) {
+  const std::string model = "/usr/share/libonnx-testdata/data/node/test_conv_with_strides_padding/model.onnx";
+  fs::path dir = temp_dir("optimize_floor");
+  Output out = run_tessera("optimize --json --threads 1 --budget 30s --no-compare --no-cost-db " + model + " -o " +
+                           (dir / "plan.json").string());
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  auto j = nlohmann::json::parse(out.text);
+  EXPECT_DOUBLE_EQ(j["gflop"].get<double>(), 2.0 * 12 * 9 * 1e-9);
+  double partitions_gflop = 0;
+  for (const auto& p : j["partitions"]) partitions_gflop += p["gflop"].get<double>();
+  EXPECT_DOUBLE_EQ(partitions_gflop, j["gflop"].get<double>());
+  ASSERT_TRUE(j.contains("floor_ms")) << out.text;
+  EXPECT_GT(j["peak_gflops"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(j["floor_ms"].get<double>(), j["gflop"].get<double>() / j["peak_gflops"].get<double>() * 1e3);
+  EXPECT_GE(j["plan_over_floor"].get<double>(), 1.0) << out.text;
+}
+
 // Unwritable outputs fail before any measuring (the cost database is never opened), and the
 // check leaves existing files as they were.
 TEST(Cli, OptimizeRefusesAnUnwritableOutputBeforeMeasuring) {
