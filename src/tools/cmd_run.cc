@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "ir/node_flops.h"
 #include "ir/npy.h"
 #include "ir/subgraph.h"
 #include "runtime/session.h"
@@ -133,6 +134,7 @@ int run_model(const RunOptions& o) {
     int step;
     std::string backend, label;
     double median_ms;
+    double flops;  // its Conv / MatMul work (ir/node_flops.h)
   };
   std::vector<StepTime> profile;
   double profile_total = 0;
@@ -142,10 +144,11 @@ int run_model(const RunOptions& o) {
     const Graph& g = (*session)->graph();
     std::vector<int> nodes = (*session)->step_nodes(s);
     profile.push_back({s, (*session)->step_backend(s), SubGraph(g, NodeSet::of(g.num_nodes(), nodes)).label(),
-                       t.empty() ? 0.0 : t[t.size() / 2]});
+                       t.empty() ? 0.0 : t[t.size() / 2], nodes_flops(g, nodes)});
     profile_total += profile.back().median_ms;
     j["profile"].push_back({{"step", s}, {"backend", profile.back().backend}, {"nodes", nodes},
-                            {"label", profile.back().label}, {"median_ms", profile.back().median_ms}});
+                            {"label", profile.back().label}, {"median_ms", profile.back().median_ms},
+                            {"gflop", profile.back().flops * 1e-9}});
   }
   std::stable_sort(profile.begin(), profile.end(),
                    [](const StepTime& a, const StepTime& b) { return a.median_ms > b.median_ms; });
@@ -171,11 +174,13 @@ int run_model(const RunOptions& o) {
   std::printf("peak intermediate memory: %.2f MiB\n", rs.peak_bytes / 1048576.0);
   if (o.profile) {
     std::printf("profile: %zu steps, medians add up to %.3f ms (slowest first)\n", profile.size(), profile_total);
-    std::printf("  %5s  %-8s %-48s %10s %7s\n", "step", "backend", "nodes", "median", "share");
+    std::printf("  %5s  %-8s %-48s %10s %7s %9s\n", "step", "backend", "nodes", "median", "share", "GFLOP/s");
     for (const StepTime& p : profile) {
       std::string label = p.label.size() > 48 ? p.label.substr(0, 45) + "..." : p.label;
-      std::printf("  %5d  %-8s %-48s %7.3f ms %6.1f%%\n", p.step, p.backend.c_str(), label.c_str(), p.median_ms,
-                  profile_total > 0 ? 100.0 * p.median_ms / profile_total : 0.0);
+      char rate[32] = "-";
+      if (p.flops > 0 && p.median_ms > 0) std::snprintf(rate, sizeof rate, "%.1f", p.flops / p.median_ms * 1e-6);
+      std::printf("  %5d  %-8s %-48s %7.3f ms %6.1f%% %9s\n", p.step, p.backend.c_str(), label.c_str(), p.median_ms,
+                  profile_total > 0 ? 100.0 * p.median_ms / profile_total : 0.0, rate);
     }
   }
   return 0;

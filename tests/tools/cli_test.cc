@@ -210,6 +210,18 @@ TEST(Cli, OptimizeReportsTheComputeFloor) {
   EXPECT_GE(j["plan_over_floor"].get<double>(), 1.0) << out.text;
 }
 
+// --profile times every step and counts its Conv work (the same 216 flops as above) once.
+TEST(Cli, RunProfileListsEveryStepWithItsWork) {
+  const std::string model = "/usr/share/libonnx-testdata/data/node/test_conv_with_strides_padding/model.onnx";
+  Output out = run_tessera("run --json --profile --repeat 3 " + model);
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  auto j = nlohmann::json::parse(out.text);
+  ASSERT_EQ(j["profile"].size(), 1u) << out.text;
+  EXPECT_EQ(j["profile"][0]["label"], "Conv");
+  EXPECT_DOUBLE_EQ(j["profile"][0]["gflop"].get<double>(), 2.0 * 12 * 9 * 1e-9);
+  EXPECT_GT(j["profile"][0]["median_ms"].get<double>(), 0);
+}
+
 // Unwritable outputs fail before any measuring (the cost database is never opened), and the
 // check leaves existing files as they were.
 TEST(Cli, OptimizeRefusesAnUnwritableOutputBeforeMeasuring) {
