@@ -43,11 +43,14 @@ std::string gflops_rate(double flops, double seconds) {
 // The compute floor in one sentence (summary.floor_seconds > 0).
 std::string floor_text(const OptimizeSummary& s) {
   char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "compute floor: %.3f GFLOP of Conv/MatMul/Gemm work at this machine's measured fp32 FMA peak "
-                "(%.0f GFLOP/s, %d thread(s), %s) takes %s; the plan's %s is %.2fx that (its work at %.0f%% of peak)",
-                s.flops * 1e-9, s.peak.gflops_nt, s.peak.threads, s.peak.isa.c_str(), ms(s.floor_seconds).c_str(),
-                ms(s.plan_seconds).c_str(), s.plan_seconds / s.floor_seconds, 100 * s.floor_seconds / s.plan_seconds);
+  int n = std::snprintf(buf, sizeof buf,
+                        "compute floor: %.3f GFLOP of Conv/MatMul/Gemm work at this machine's measured fp32 FMA peak "
+                        "(%.0f GFLOP/s, %d thread(s), %s) takes %s",
+                        s.flops * 1e-9, s.peak.gflops_nt, s.peak.threads, s.peak.isa.c_str(), ms(s.floor_seconds).c_str());
+  if (s.plan_seconds > 0 && n > 0 && n < static_cast<int>(sizeof buf)) {
+    std::snprintf(buf + n, sizeof buf - n, "; the plan's %s is %.2fx that (its work at %.0f%% of peak)",
+                  ms(s.plan_seconds).c_str(), s.plan_seconds / s.floor_seconds, 100 * s.floor_seconds / s.plan_seconds);
+  }
   return buf;
 }
 
@@ -282,7 +285,7 @@ nlohmann::json summary_json(const OptimizeSummary& s, const OptimizeResult& r) {
     j["peak_gflops"] = s.peak.gflops_nt;
     j["peak_isa"] = s.peak.isa;
     j["floor_ms"] = s.floor_seconds * 1e3;
-    j["plan_over_floor"] = s.plan_seconds / s.floor_seconds;
+    if (s.plan_seconds > 0) j["plan_over_floor"] = s.plan_seconds / s.floor_seconds;
   }
   return j;
 }
