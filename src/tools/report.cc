@@ -138,17 +138,15 @@ OptimizeSummary summarize_optimization(const Graph& g, const OptimizeResult& r,
   if (!s.best_single.empty() && plan_seconds > 0) s.speedup = s.best_single_seconds / plan_seconds;
   s.plan_seconds = plan_seconds;
   for (const PlanPartition& p : plan.partitions) {
+    auto& [parts, nodes] = s.per_backend[p.backend];
+    ++parts;
+    nodes += static_cast<int>(p.nodes.size());
     s.partition_flops.push_back(nodes_flops(g, p.nodes));
     s.flops += s.partition_flops.back();
   }
   if (peak && peak->gflops_nt > 0) {
     s.peak = *peak;
     s.floor_seconds = s.flops / (peak->gflops_nt * 1e9);
-  }
-  for (const PlanPartition& p : plan.partitions) {
-    auto& [parts, nodes] = s.per_backend[p.backend];
-    ++parts;
-    nodes += static_cast<int>(p.nodes.size());
   }
   for (size_t i = 0; i < r.timings.size(); ++i) {
     const PartitionTiming& t = r.timings[i];
