@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <sstream>
 
 #include "backends/backend.h"
+#include "backends/onednn/onednn_plan.h"
 #include "ops/op_registry.h"
 #include "runtime/session.h"
 
@@ -183,6 +185,42 @@ TEST(Onednn, SqueezeExcitationBlock) {
   int scaled = b.op("Mul", {x, hs});
   Graph g = b.finish({b.op("Add", {x, scaled})});
   expect_matches_ref(g, b.inputs(), 1e-4, 1);
+}
+
+// The squeeze-excite block's pooling and FCs produce 24 and 6 values: they run on one thread (the
+// fork and join of a second costs more than it saves), the convolution on the plan's two.
+// Which steps those are is read from the plan's description.
+TEST(Onednn, TinyUnitsRunOnOneThread) {
+  Builder b;
+  int x0 = b.input({1, 24, 40, 40});
+  int x = b.op("Conv", {x0, b.weights({24, 24, 3, 3}, 0.2f)}, {{"pads", ints({1, 1, 1, 1})}});
+  int gap = b.op("GlobalAveragePool", {x});
+  int s1 = b.op("Relu", {b.op("Conv", {gap, b.weights({6, 24, 1, 1}), b.weights({6})})});
+  int s2 = b.op("Conv", {s1, b.weights({24, 6, 1, 1}), b.weights({24})});
+  Graph g = b.finish({b.op("Mul", {x, b.op("Sigmoid", {s2})})});
+  SubGraph sg(g, NodeSet::all(g.num_nodes()));
+  auto prog = onednn::lower_subgraph(sg);
+  ASSERT_TRUE(prog.ok()) << prog.status().to_string();
+  for (int threads : {1, 2}) {
+    auto plan = onednn::Plan::build(sg, *prog, {{1, 24, 40, 40}}, threads);
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    std::map<std::string, bool> serial;  // step label -> runs on one thread
+    std::istringstream lines((*plan)->describe());
+    for (std::string line; std::getline(lines, line);) {
+      const size_t label_end = line.find("  [");
+      if (label_end == std::string::npos) continue;
+      serial[line.substr(2, label_end - 2)] = line.find("(1 thread)") != std::string::npos;
+    }
+    SCOPED_TRACE((*plan)->describe());
+    ASSERT_TRUE(serial.count("GlobalAveragePool"));
+    EXPECT_EQ(serial["GlobalAveragePool"], threads == 2);
+    int serial_convs = 0, parallel_convs = 0;
+    for (const auto& [label, one] : serial)
+      if (label.rfind("Conv", 0) == 0) (one ? serial_convs : parallel_convs)++;
+    EXPECT_EQ(serial_convs, threads == 2 ? 2 : 0);
+    EXPECT_EQ(parallel_convs, threads == 2 ? 1 : 3);
+  }
+  expect_matches_ref(g, b.inputs(), 1e-4, 1, 2);
 }
 
 TEST(Onednn, ConvResidualAddRelu) {

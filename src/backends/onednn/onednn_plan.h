@@ -41,6 +41,7 @@ class Plan {
     dnnl::primitive primitive;
     std::unordered_map<int, dnnl::memory> args;
     std::string label, impl;
+    int threads = 1;
   };
   int threads_ = 1;
   dnnl::stream stream_;

@@ -107,6 +107,10 @@ class PlanBuilder {
   Result<int> build_resize(const Unit& u);
   Result<int> build_reduce(const Unit& u);
 
+  // The threads a unit's primitives are created and run with: one for a unit too small to
+  // split (see kSerialOutputElements), else the plan's.
+  int threads_for(const Unit& u) const;
+
   // ---- finishing ----
   Status bind_outputs();
   Status plan_memory(Plan& plan);
@@ -126,8 +130,10 @@ class PlanBuilder {
     dnnl::primitive primitive;
     Args args;
     std::string label, impl;
+    int threads = 1;
   };
   std::vector<PendingStep> steps_;
+  int unit_threads_ = 1;  // what add_step records: threads_for() of the unit being built
 
   friend class Plan;
 };
