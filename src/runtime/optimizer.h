@@ -129,6 +129,9 @@ struct PlanVariant {
   // A searched set pursues only plans predicted under this: an earlier set's best, or the fastest
   // end-to-end time of its backends' placements (large graphs); -1: no bound.
   double bound_seconds = -1;
+  // A placement's measured time is one whole-model timing of it, which the plan's prediction is
+  // made of: true when that timing came from the cost database (an earlier run).
+  bool timing_recalled = false;
   std::string error;
 };
 
@@ -151,6 +154,10 @@ struct OptimizeResult {
   std::string cost_db_path;  // "" without a database
   std::string db_warning;    // the database was unusable or moved aside
   double measured_noise = 0;
+  // The chosen plan is a placement whose recalled timing was over 15% off this run's end-to-end
+  // time: it was timed again (and stored in place of the old one), and the plan predicts from
+  // that. This is the old prediction; -1 when nothing was timed again.
+  double stale_predicted_seconds = -1;
   double elapsed_seconds = 0;
   bool out_of_budget = false;  // the search stopped at the budget (the plan may not be optimal)
 };

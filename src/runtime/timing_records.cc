@@ -65,7 +65,8 @@ void TimingRecords::store(const CostKey& key, const Cost& cost) {
 
 Result<PlanTiming> TimingRecords::time_partitions(const std::vector<Partition>& partitions,
                                                   const std::vector<Tensor>& inputs, const MeasureOptions& options,
-                                                  const std::vector<int>& owner, int num_owners) {
+                                                  const std::vector<int>& owner, int num_owners, bool retake) {
+  last_recalled_ = false;
   // By the number of owners too: a timing kept without per-owner times is not replaced by one with.
   const std::string id = "e2e:" + placement_id(partitions) + ":" + std::to_string(num_owners),
                     vers = versions({partitions});
@@ -77,10 +78,11 @@ Result<PlanTiming> TimingRecords::time_partitions(const std::vector<Partition>& 
     for (int n = 0; n < g_.num_nodes(); ++n)
       if (!held[n]) on_ref.push_back(n);
   }
-  if (db_) {
+  if (db_ && !retake) {
     if (std::optional<Cost> total = lookup(key(id + ":total", vers))) {
       if (!total->valid) {
         ++recalled_;
+        last_recalled_ = true;
         return internal_error(total->reason);
       }
       PlanTiming t;
@@ -100,6 +102,7 @@ Result<PlanTiming> TimingRecords::time_partitions(const std::vector<Partition>& 
       }
       if (complete) {
         ++recalled_;
+        last_recalled_ = true;
         return t;
       }
     }
@@ -133,10 +136,12 @@ std::vector<Cost> TimingRecords::time_in_turns(const std::vector<Result<std::vec
     }
     if (recalled.size() == placements.size()) {
       ++recalled_;
+      last_recalled_ = true;
       return recalled;
     }
   }
   ++taken_;
+  last_recalled_ = false;
   std::vector<Cost> costs = tessera::time_in_turns(g_, placements, inputs, options);
   for (size_t i = 0; i < costs.size(); ++i) store(key(round + ":" + std::to_string(i), vers), costs[i]);
   return costs;

@@ -29,8 +29,10 @@ class TimingRecords {
   // time_partitions (optimizer.h) through the database. A recalled timing carries the total, the
   // per-owner times and the per-node times of the nodes no partition holds (those on ref); the
   // other per-node times are 0.
+  // retake: timed again (and stored in place of what the database held).
   Result<PlanTiming> time_partitions(const std::vector<Partition>& partitions, const std::vector<Tensor>& inputs,
-                                     const MeasureOptions& options, const std::vector<int>& owner, int num_owners);
+                                     const MeasureOptions& options, const std::vector<int>& owner, int num_owners,
+                                     bool retake = false);
   // time_in_turns (optimizer.h) through the database: recalled when these placements were timed
   // in turns for the same `purpose` before, all of them in one round.
   std::vector<Cost> time_in_turns(const std::vector<Result<std::vector<Partition>>>& placements,
@@ -38,6 +40,7 @@ class TimingRecords {
                                   const std::string& purpose);
 
   int recalled() const { return recalled_; }  // timings answered from the database
+  bool last_recalled() const { return last_recalled_; }  // the latest timing asked for was
   int taken() const { return taken_; }        // timings taken (and stored)
 
  private:
@@ -54,6 +57,7 @@ class TimingRecords {
   bool recall_;
   std::string model_, cpu_;
   int recalled_ = 0, taken_ = 0;
+  bool last_recalled_ = false;
 };
 
 }  // namespace tessera

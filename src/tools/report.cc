@@ -190,6 +190,9 @@ std::string summary_text(const OptimizeSummary& s, const OptimizeResult& r) {
   out << "predicted " << ms(s.predicted_seconds) << " (transitions " << ms(s.transition_seconds) << "), measured "
       << ms(s.measured_seconds) << " +- " << ms(s.noise_seconds) << " end to end: prediction off by "
       << percent(s.prediction_error) << "\n";
+  if (r.stale_predicted_seconds >= 0)
+    out << "  (predicted from a timing of this placement taken again now: the one an earlier run stored, "
+        << ms(r.stale_predicted_seconds) << ", was over 15% off; the new one replaces it)\n";
   out << "partitions measured alone again now: " << ms(s.remeasured_seconds) << " (with transitions), off by "
       << percent(s.remeasured_error) << " from the end-to-end time"
       << (std::fabs(s.remeasured_seconds - s.predicted_seconds) > 0.15 * s.predicted_seconds
@@ -246,6 +249,8 @@ nlohmann::json summary_json(const OptimizeSummary& s, const OptimizeResult& r) {
   j["measured_noise_ms"] = s.noise_seconds * 1e3;
   j["transition_ms"] = s.transition_seconds * 1e3;
   j["prediction_error"] = s.prediction_error;
+  // The recalled prediction the plan had before its placement was timed again (null: it was not).
+  j["stale_predicted_ms"] = r.stale_predicted_seconds >= 0 ? nlohmann::json(r.stale_predicted_seconds * 1e3) : nullptr;
   j["remeasured_ms"] = s.remeasured_seconds * 1e3;
   j["remeasured_error"] = s.remeasured_error;
   j["best_single_backend"] = s.best_single;

@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include "backends/test_graph.h"
@@ -320,8 +321,10 @@ TEST(Optimizer, SecondRunRecallsEveryWholeModelTiming) {
   EXPECT_GT(first->timings_taken, 1);  // every placement at least
   auto second = optimize_graph(t.g, o);
   ASSERT_TRUE(second.ok()) << second.status().to_string();
-  // (Refinement moves that lost are not tried again, so there may be fewer timings to recall.)
-  EXPECT_EQ(second->timings_taken, 0);
+  // (Refinement moves that lost are not tried again, so there may be fewer timings to recall.) The
+  // one timing a second run may take: its chosen placement's again, when the recalled one is over
+  // 15% off its end-to-end time (AStalePlacementTimingIsTakenAgainAndReplaced).
+  EXPECT_EQ(second->timings_taken, second->stale_predicted_seconds >= 0 ? 1 : 0);
   EXPECT_GT(second->timings_recalled, 0);
   EXPECT_LE(second->timings_recalled, first->timings_taken + first->timings_recalled);
   EXPECT_EQ(second->chosen_variant, first->chosen_variant);
@@ -336,6 +339,52 @@ TEST(Optimizer, SecondRunRecallsEveryWholeModelTiming) {
   ASSERT_TRUE(third.ok()) << third.status().to_string();
   EXPECT_EQ(third->timings_recalled, 0);
   EXPECT_GT(third->timings_taken, 1);
+  std::filesystem::remove(db);
+}
+
+// Runs one SQL statement on a cost database file; returns the rows it changed.
+int exec_sql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* error = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error), SQLITE_OK) << (error ? error : "");
+  sqlite3_free(error);
+  const int changed = sqlite3_changes(db);
+  sqlite3_close(db);
+  return changed;
+}
+
+// A placement's prediction is a whole-model timing of it, recalled by later runs. One stored in a
+// slower spell of the machine (here: the stored timings made 4x slower) is over 15% off the run's
+// end-to-end time: the placement is timed again, the plan predicts from that, and it replaces the
+// stored timing, so the run after predicts from it too.
+TEST(Optimizer, AStalePlacementTimingIsTakenAgainAndReplaced) {
+  TestGraph t = small_net();
+  std::string db = temp_path("stale.sqlite");
+  OptimizeOptions o = small_options(t, db);
+  auto first = optimize_graph(t.g, o);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_LT(first->stale_predicted_seconds, 0);  // nothing was recalled
+  // Searched plans' timings (no per-partition times: "e2e:<id>:0:...") 100x slower, the
+  // placements' 4x: the next run chooses a placement, predicted 4x too slow.
+  EXPECT_GT(exec_sql(db, "UPDATE costs SET seconds = seconds * 100 WHERE subgraph_hash LIKE 'timing:%:e2e:%:0:%'"), 0);
+  EXPECT_GT(exec_sql(db, "UPDATE costs SET seconds = seconds * 4 WHERE subgraph_hash LIKE 'timing:%:e2e:%' "
+                         "AND subgraph_hash NOT LIKE 'timing:%:e2e:%:0:%'"),
+            0);
+  auto second = optimize_graph(t.g, o);
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  const std::string chosen = second->variants[second->chosen_variant].name;
+  ASSERT_TRUE(chosen.rfind("placement:", 0) == 0 || chosen.rfind("refined:", 0) == 0) << chosen;
+  ASSERT_GT(second->stale_predicted_seconds, 0);
+  EXPECT_GT(second->stale_predicted_seconds, 1.15 * second->plan.measured_seconds);
+  EXPECT_LT(second->plan.predicted_seconds, 0.5 * second->stale_predicted_seconds);
+  double parts = second->plan.transition_seconds;
+  for (const PlanPartition& p : second->plan.partitions) parts += p.seconds;
+  EXPECT_NEAR(parts, second->plan.predicted_seconds, 1e-9 + 1e-6 * parts);  // the parts were replaced too
+  auto third = optimize_graph(t.g, o);
+  ASSERT_TRUE(third.ok()) << third.status().to_string();
+  EXPECT_EQ(third->variants[third->chosen_variant].name, chosen);
+  EXPECT_LT(third->plan.predicted_seconds, 0.5 * second->stale_predicted_seconds);
   std::filesystem::remove(db);
 }
 
