@@ -146,10 +146,7 @@ constexpr int64_t kSerialInputElements = 65536;
 int PlanBuilder::threads_for(const Unit& u) const {
   auto numel = [&](int v) {  // unknown dims count as large
     const TensorType& t = g_.value(v).type;
-    if (!t.is_static()) return kSerialInputElements;
-    int64_t n = 1;
-    for (int64_t d : t.static_dims()) n *= d;
-    return n;
+    return t.is_static() ? shape_numel(t.static_dims()) : kSerialInputElements;
   };
   if (threads_ <= 1 || numel(u.output) >= kSerialOutputElements) return threads_;
   for (const Operand& o : u.inputs)
