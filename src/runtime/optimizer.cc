@@ -646,8 +646,6 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
   result.search = std::move(searches[result.chosen_variant]);
   result.measured = measuring.measured();
   result.cache_hits = cached.hits();
-  result.timings_recalled = records.recalled();
-  result.timings_taken = records.taken();
   result.db_errors = cached.errors();
   result.out_of_budget = !result.search.finished;
 
@@ -683,6 +681,9 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
   result.measured_noise = timing.total.noise;
   refresh_stale_prediction(g, contender_parts[result.chosen_variant], inputs, measure, charged_transition, records,
                            result);
+  // Counted after the refresh, which may take one timing again.
+  result.timings_recalled = records.recalled();
+  result.timings_taken = records.taken();
   phase("partitions alone");
   // Only a check of the stored costs' drift for the report: shorter runs than a measurement's.
   MeasureOptions again = measure;
