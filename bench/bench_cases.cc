@@ -217,6 +217,27 @@ BenchCase hardswish_chain_case(int64_t n) {
   return c;
 }
 
+// x * s with s per channel ([C, 1, 1]): a squeeze-excite block's scaling, on a small feature map.
+BenchCase channel_scale_case(int64_t channels, int64_t h, int64_t w) {
+  BenchCase c;
+  c.name = "x*s[c] " + std::to_string(channels) + "x" + std::to_string(h) + "x" + std::to_string(w);
+  c.group = "elementwise";
+  c.work_kind = WorkKind::kBytes;
+  c.work = 2.0 * channels * h * w * sizeof(float);
+  c.ref_cheap = true;
+  c.build = [=, name = c.name]() -> Result<Graph> {
+    Graph g = new_graph(name);
+    int x = g.add_input("x", TensorType::of(DType::kFloat32, {1, channels, h, w}));
+    int scale = g.add_input("s", TensorType::of(DType::kFloat32, {1, channels, 1, 1}));
+    int y = g.add_value("y");
+    g.add_node("Mul", {x, scale}, {y}, {}, "mul");
+    g.mark_output(y);
+    TESSERA_RETURN_IF_ERROR(finish(g));
+    return g;
+  };
+  return c;
+}
+
 }  // namespace
 
 Tensor random_tensor(const std::vector<int64_t>& dims, uint64_t seed, float scale) {
@@ -246,8 +267,9 @@ std::vector<BenchCase> depthwise_cases() {
 std::vector<BenchCase> elementwise_cases() {
   const int64_t large = int64_t{32} << 20;  // 128 MiB per tensor: far beyond any cache
   const int64_t small = int64_t{64} << 10;  // 256 KiB per tensor: stays in L2
+  // ... and the PP-OCR cls model's last squeeze-excite scaling (200 channels of 2x96).
   return {mul_add_relu_case(large), hardswish_chain_case(large), mul_add_relu_case(small),
-          hardswish_chain_case(small)};
+          hardswish_chain_case(small), channel_scale_case(200, 2, 96)};
 }
 
 Result<std::vector<BenchCase>> model_conv_cases(const std::string& model_path,

@@ -746,6 +746,32 @@ TEST(NativeConv, FoldsAffineNodesAndRunsTheTail) {
   }
 }
 
+// A direct convolution's tail runs over the whole output after it when the output fits the caches
+// (2 MiB), else per task on its rows: both ways, with the tail reading the convolution's output
+// (HardSwish written out) and with the convolution's own output leaving the group as well.
+TEST(NativeConv, TailsOfSmallAndLargeOutputs) {
+  for (const ConvCase& c : {ConvCase{{1, 24, 1, 1}, 50, 1, 1},                 // a squeeze-excite FC
+                            ConvCase{{1, 16, 12, 80}, 40, 1, 1},               // 150 KB out
+                            ConvCase{{1, 8, 131, 130}, 32, 5, 5, {2, 2, 2, 2}}}) {  // 2.2 MB out
+    {
+      TestGraph t;
+      int y = batch_norm(t, conv(t, t.input(c.x), c), c.oc);
+      int hs = t.op("Div", {t.op("Mul", {y, t.op("Clip", {t.op("Add", {y, t.constant(Tensor::scalar(3.f))}),
+                                                            t.constant(Tensor::scalar(0.f)),
+                                                            t.constant(Tensor::scalar(6.f))})}),
+                            t.constant(Tensor::scalar(6.f))});
+      t.finish({t.op("Add", {t.op("Mul", {hs, t.constant(Tensor::scalar(0.7f))}), t.constant(Tensor::scalar(0.1f))})});
+      expect_matches_ref(t, 2e-5, conv_name(c) + " +BatchNormalization+HardSwish+Mul+Add");
+    }
+    {
+      TestGraph t;
+      int y = conv(t, t.input(c.x), c);
+      t.finish({t.op("Relu", {t.op("Add", {y, t.constant({1, c.oc, 1, 1})})}), y});
+      expect_matches_ref(t, 2e-5, conv_name(c) + " exported, Add+Relu tail");
+    }
+  }
+}
+
 TEST(NativeConv, RefusesWhatItCannotRun) {
   const Backend* b = find_backend("native");
   ASSERT_NE(b, nullptr);

@@ -62,6 +62,10 @@ class EltwiseTail {
              float* scratch) const {
     if (!empty_) isa.eltwise(plan_.program, run.buffers(), begin, end, scratch);
   }
+  // The tail over the whole output at once, on the pool's threads.
+  void apply_all(const IsaKernels& isa, const Run& run, ThreadPool* pool) const {
+    if (!empty_) run_eltwise_parallel(isa, plan_.program, run.buffers(), 0, plan_.program.total, pool);
+  }
   // The kernel's outputs, in SubGraph output order.
   void finish(Run& run, std::vector<Tensor>& outputs) const;
 

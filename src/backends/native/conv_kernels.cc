@@ -23,6 +23,12 @@
 namespace tessera::native {
 namespace {
 
+// Direct convolutions whose output is at most this large run their elementwise tail over the whole
+// output after the convolution instead of per task (see ConvKernel::run). Measured on rec's
+// backbone (outputs up to 920 KB, tails of 8-9 ops): its 1x1 convolutions took 15-18% less time
+// (0.70 -> 0.58 ms each), the native whole-model run 10.7 -> 10.2 ms; det (2 threads) no slower.
+constexpr int64_t kTailAfterBytes = int64_t{2} << 20;
+
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
@@ -238,6 +244,9 @@ class ConvKernel final : public Kernel {
     while (rows > 1 && s.n * s.group * ceil_div(s.oh, rows) < 4 * threads) rows = (rows + 1) / 2;
     const int64_t per_plane = ceil_div(s.oh, rows);
     float* y = r.y.data<float>();
+    // An output that fits the caches gets its tail in one pass after the convolution: per task it
+    // would be one call per output channel over a few rows, whose setup costs more than the rows.
+    const bool tail_after = s.n * s.oc * s.oh * s.ow * int64_t{sizeof(float)} <= kTailAfterBytes;
     parallel(ctx.pool, s.n * s.group * per_plane, 1, [&](int64_t t0, int64_t t1) {
       // (slack past the rows: the last vectors of a flat row read a little beyond them)
       const int64_t slack = 32 + s.kw * s.dw;
@@ -249,12 +258,14 @@ class ConvKernel final : public Kernel {
         const int64_t n = t / (s.group * per_plane), grp = t / per_plane % s.group;
         const int64_t oh0 = t % per_plane * rows, oh1 = std::min(s.oh, oh0 + rows);
         run_rows(x, y, n, grp, oh0, oh1, buffer.data(), flat_out.data(), flat_stride(rows));
+        if (tail_after) continue;
         for (int64_t o = 0; o < s.oc_per_group(); ++o) {
           const int64_t begin = ((n * s.oc + grp * s.oc_per_group() + o) * s.oh + oh0) * s.ow;
           tail_.apply(isa_, r, begin, begin + (oh1 - oh0) * s.ow, scratch.data());
         }
       }
     });
+    if (tail_after) tail_.apply_all(isa_, r, ctx.pool);
     tail_.finish(r, outputs);
     return Status();
   }
