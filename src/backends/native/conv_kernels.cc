@@ -253,7 +253,7 @@ class ConvKernel final : public Kernel {
       ScratchBuffer buffer(buffer_floats(rows) + slack);
       std::fill_n(buffer.data() + buffer_floats(rows), slack, 0.0f);
       ScratchBuffer flat_out(flat_ ? isa_.conv_oc_block * flat_stride(rows) : 0);
-      ScratchBuffer scratch(tail_.scratch_floats());
+      ScratchBuffer scratch(tail_after ? 0 : tail_.scratch_floats());
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t n = t / (s.group * per_plane), grp = t / per_plane % s.group;
         const int64_t oh0 = t % per_plane * rows, oh1 = std::min(s.oh, oh0 + rows);
