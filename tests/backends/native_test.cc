@@ -691,6 +691,8 @@ TEST(NativeConv, MatchesTheReference) {
       {{1, 6, 12, 13}, 10, 3, 3, {2, 2, 2, 2}, 1, 2, 1, false},  // dilation 2
       {{2, 8, 13, 11}, 12, 3, 3, {0, 1, 1, 0}, 2, 1, 4},     // grouped, strided
       {{1, 4, 3, 5}, 3, 5, 5, {2, 2, 2, 2}},                 // kernel larger than the image
+      {{2, 40, 1, 1}, 13, 1, 1},                             // one pixel: a fully connected layer
+      {{1, 33, 1, 1}, 7, 1, 1, {0, 0, 0, 0}, 1, 1, 1, false},  // ... without bias
   };
   for (const ConvCase& c : cases) {
     TestGraph t;

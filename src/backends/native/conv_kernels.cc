@@ -190,6 +190,15 @@ class ConvKernel final : public Kernel {
       row_floats_ = round_up((s.ow - 1) * s.sw + 1, kDepthwiseBlock) + (s.kw - 1) * s.dw;
       return tail_.init(sg, plan_.affine);
     }
+    if (fully_connected()) {
+      // W[oc][ic] * scale[oc] transposed to [ic][oc]: per input channel, one pass over the outputs.
+      const float* w = g.value(anchor.inputs[1]).constant->data<float>();
+      fc_weights_.resize(s.c * s.oc);
+      for (int64_t oc = 0; oc < s.oc; ++oc)
+        for (int64_t ic = 0; ic < s.c; ++ic) fc_weights_[ic * s.oc + oc] = w[oc * s.c + ic] * plan_.affine.scale[oc];
+      bias_ = plan_.affine.shift;
+      return tail_.init(sg, plan_.affine);
+    }
     const int64_t ocb = isa_.conv_oc_block, icg = s.ic_per_group(), ocg = s.oc_per_group(),
                   taps = s.kh * s.kw;
     blocks_ = ceil_div(ocg, ocb);
@@ -231,6 +240,21 @@ class ConvKernel final : public Kernel {
     }
     if (plan_.depthwise) {
       run_depthwise(x, r, ctx.pool);
+      tail_.finish(r, outputs);
+      return Status();
+    }
+    if (fully_connected()) {
+      float* y = r.y.data<float>();
+      for (int64_t n = 0; n < s.n; ++n) {
+        float* out = y + n * s.oc;
+        std::copy(bias_.begin(), bias_.end(), out);
+        for (int64_t ic = 0; ic < s.c; ++ic) {
+          const float v = x[n * s.c + ic];
+          const float* w = fc_weights_.data() + ic * s.oc;
+          for (int64_t oc = 0; oc < s.oc; ++oc) out[oc] += v * w[oc];
+        }
+      }
+      tail_.apply_all(isa_, r, nullptr);
       tail_.finish(r, outputs);
       return Status();
     }
@@ -328,6 +352,14 @@ class ConvKernel final : public Kernel {
     });
   }
 
+  // A 1x1 convolution of one-pixel images (a squeeze-excite block's FC layers): the direct
+  // kernel's vectors run along output pixels, so here it is a matrix-vector product per image.
+  bool fully_connected() const {
+    const ConvShape& s = plan_.shape;
+    return s.h == 1 && s.w == 1 && s.kh == 1 && s.kw == 1 && s.oh == 1 && s.ow == 1 && s.group == 1 &&
+           s.pad_top == 0 && s.pad_left == 0 && !plan_.winograd;
+  }
+
   // One image row into dst (`floats` floats): padded column x holds src[x - pad_left].
   void fill_padded_row(const float* src, float* dst, int64_t floats) const {
     const ConvShape& s = plan_.shape;
@@ -417,6 +449,7 @@ class ConvKernel final : public Kernel {
   ValueSource x_;
   int64_t blocks_ = 0;  // channel blocks per group
   std::unique_ptr<ScratchBuffer> packed_w_;
+  std::vector<float> fc_weights_;  // fully_connected(): [ic][oc]
   std::vector<float> bias_;  // [group][block][oc in block]
   bool flat_ = false;
   int64_t phase_ = 0, row_floats_ = 0;
