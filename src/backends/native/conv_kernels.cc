@@ -357,7 +357,7 @@ class ConvKernel final : public Kernel {
   bool fully_connected() const {
     const ConvShape& s = plan_.shape;
     return s.h == 1 && s.w == 1 && s.kh == 1 && s.kw == 1 && s.oh == 1 && s.ow == 1 && s.group == 1 &&
-           s.pad_top == 0 && s.pad_left == 0 && !plan_.winograd;
+           s.pad_top == 0 && s.pad_left == 0;
   }
 
   // One image row into dst (`floats` floats): padded column x holds src[x - pad_left].
@@ -450,7 +450,7 @@ class ConvKernel final : public Kernel {
   int64_t blocks_ = 0;  // channel blocks per group
   std::unique_ptr<ScratchBuffer> packed_w_;
   std::vector<float> fc_weights_;  // fully_connected(): [ic][oc]
-  std::vector<float> bias_;  // [group][block][oc in block]
+  std::vector<float> bias_;  // [group][block][oc in block]; depthwise and fully_connected(): [oc]
   bool flat_ = false;
   int64_t phase_ = 0, row_floats_ = 0;
   std::vector<int64_t> tap_offsets_;
