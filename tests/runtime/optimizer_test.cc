@@ -519,23 +519,26 @@ TEST(Optimizer, ChoosesTheFastestContenderEndToEnd) {
   ASSERT_GE(r->chosen_variant, 0);
   ASSERT_LT(r->chosen_variant, static_cast<int>(r->variants.size()));
   double fastest = -1;
-  int finalists = 0;
   for (const PlanVariant& v : r->variants)
     if (v.measured_seconds >= 0 && (fastest < 0 || v.measured_seconds < fastest)) fastest = v.measured_seconds;
-  for (const PlanVariant& v : r->variants) {
-    if (v.measured_seconds < 0) continue;
-    finalists += v.final_seconds >= 0;
-    if (v.measured_seconds == fastest) {
-      EXPECT_GE(v.final_seconds, 0) << v.name << ": the fastest is a finalist";
-    }
-    if (v.measured_seconds > o.finalist_factor * fastest && v.name.rfind("refined:", 0) != 0) {
-      EXPECT_LT(v.final_seconds, 0) << v.name;
-    }
-  }
   int near_fastest = 0;
   for (const PlanVariant& v : r->variants) {
     near_fastest += v.measured_seconds >= 0 &&
                     (v.measured_seconds <= o.finalist_factor * fastest || v.name.rfind("refined:", 0) == 0);
+  }
+  // (With no other contender near the fastest there are no finals: on a loaded machine the
+  // others may all measure more than finalist_factor slower.)
+  int finalists = 0;
+  for (const PlanVariant& v : r->variants) {
+    if (v.measured_seconds < 0) continue;
+    finalists += v.final_seconds >= 0;
+    if (v.measured_seconds == fastest && near_fastest > 1) {
+      EXPECT_GE(v.final_seconds, 0) << v.name << ": the fastest is a finalist (" << near_fastest
+                                    << " contenders near it; " << v.error << ")";
+    }
+    if (v.measured_seconds > o.finalist_factor * fastest && v.name.rfind("refined:", 0) != 0) {
+      EXPECT_LT(v.final_seconds, 0) << v.name;
+    }
   }
   EXPECT_EQ(finalists, near_fastest > 1 ? std::min(near_fastest, o.max_finalists) : 0);
   const PlanVariant& chosen = r->variants[r->chosen_variant];
