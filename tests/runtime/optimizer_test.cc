@@ -356,9 +356,9 @@ int exec_sql(const std::string& path, const std::string& sql) {
 
 // A placement's prediction is a whole-model timing of it, recalled by later runs. One stored in a
 // slower spell of the machine (here: the stored timings made 100x slower, far beyond what a
-// loaded machine's noise can undo) is over 15% off the run's
-// end-to-end time: the placement is timed again, the plan predicts from that, and it replaces the
-// stored timing, so the run after predicts from it too.
+// loaded machine's noise can undo) is over 15% off the run's end-to-end time: the placement is
+// timed again, the plan predicts from that, and it replaces the stored timing, so the run after
+// predicts from it too.
 TEST(Optimizer, AStalePlacementTimingIsTakenAgainAndReplaced) {
   TestGraph t = small_net();
   std::string db = temp_path("stale.sqlite");
