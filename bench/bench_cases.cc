@@ -64,6 +64,29 @@ BenchCase gemm_case(int64_t m, int64_t k, int64_t n) {
   return c;
 }
 
+// A classifier head: Softmax(A * B + bias) over rows of n classes (PP-OCR rec's CTC head).
+BenchCase gemm_softmax_case(int64_t m, int64_t k, int64_t n) {
+  BenchCase c;
+  c.name = "softmax(matmul+b) " + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
+  c.group = "gemm";
+  c.work = 2.0 * m * k * n;
+  c.ref_cheap = c.work <= kRefMaxFlops;
+  c.build = [=, name = c.name]() -> Result<Graph> {
+    Graph g = new_graph(name);
+    int a = g.add_input("A", TensorType::of(DType::kFloat32, {1, m, k}));
+    int b = g.add_constant("B", random_tensor({k, n}, 1, 4.0f / std::sqrt(static_cast<float>(k))));
+    int bias = g.add_constant("bias", random_tensor({n}, 2, 1.0f));
+    int prod = g.add_value("prod"), logits = g.add_value("logits"), y = g.add_value("Y");
+    g.add_node("MatMul", {a, b}, {prod}, {}, "matmul");
+    g.add_node("Add", {prod, bias}, {logits}, {}, "add");
+    g.add_node("Softmax", {logits}, {y}, {{"axis", Attribute::of_int(2)}}, "softmax");
+    g.mark_output(y);
+    TESSERA_RETURN_IF_ERROR(finish(g));
+    return g;
+  };
+  return c;
+}
+
 // --- Conv --------------------------------------------------------------------------------------
 
 struct ConvSpec {
@@ -256,7 +279,7 @@ std::vector<BenchCase> gemm_cases() {
   // ... and the PP-OCR rec model's: its SVTR neck (40 tokens of 120) and its CTC head.
   return {gemm_case(1, 4096, 4096),   gemm_case(64, 768, 768),   gemm_case(512, 512, 512),
           gemm_case(2048, 2048, 2048), gemm_case(40, 120, 360),   gemm_case(40, 240, 120),
-          gemm_case(40, 120, 6625)};
+          gemm_case(40, 120, 6625), gemm_softmax_case(40, 120, 6625)};
 }
 
 std::vector<BenchCase> depthwise_cases() {

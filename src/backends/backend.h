@@ -15,6 +15,7 @@
 #include "backends/ref/ref_kernel.h"
 #include "ir/graph.h"
 #include "ir/parallel.h"
+#include "ir/pattern.h"
 #include "ir/status.h"
 #include "ir/subgraph.h"
 #include "ir/tensor.h"
@@ -80,6 +81,15 @@ class Backend {
   // the differential harness: an op type ("Conv"), or a chain whose first op feeds the next
   // ("Conv+Relu", "MatMul+Add+Gelu"). Every claimed pattern must have a harness case.
   virtual std::vector<std::string> claimed_patterns() const = 0;
+
+  // Groups beyond chains that one kernel of this backend runs, as named dataflow patterns (each
+  // match, rooted at its last node, one candidate): a LayerNormalization spelled out in nine
+  // elementwise and reduction nodes, say. accepts() still decides; no fusion depth limit applies.
+  struct FusedPattern {
+    std::string name;
+    Pattern pattern;
+  };
+  virtual std::vector<FusedPattern> fused_patterns() const { return {}; }
 
   virtual Result<std::unique_ptr<Kernel>> compile(const SubGraph& sg, const CompileOptions& opts) const = 0;
 };

@@ -236,6 +236,18 @@ RulePtr rules_for(const Backend& backend, const RuleOptions& options) {
     config.allow_taps = false;
     rule = only_valid_rule(combine_rule(std::move(rule), std::move(combiners), combine), config);
   }
+  std::vector<RulePtr> fused;
+  for (const Backend::FusedPattern& f : backend.fused_patterns()) {
+    MatchOptions internal;
+    internal.internal_intermediates = true;
+    fused.push_back(composite_rule(f.name, pattern_rule(f.name, f.pattern, {}, internal)));
+  }
+  if (!fused.empty()) {
+    SubGraphConfig config;  // convex, one exit, no taps: any depth
+    config.max_exits = 1;
+    config.allow_taps = false;
+    rule = union_rule({std::move(rule), only_valid_rule(union_rule(std::move(fused)), config)});
+  }
   return accepted_rule(std::move(rule));
 }
 

@@ -84,6 +84,8 @@ struct RuleOptions {
 //   kNone        accepted(op_by_kind(opaque) | composites of claimed chains)
 //   kTvmLike     accepted(only_valid(combine(..., tvm_combiners()), exits<=1, no taps, depth))
 //   kArbitrary   accepted(only_valid(combine(..., any kind->any kind, constants), same config))
+// each then | only_valid(composites of Backend::fused_patterns(), exits<=1, no taps) inside the
+// accepted(...), when the backend has any.
 RulePtr rules_for(const Backend& backend, const RuleOptions& options = {});
 
 // Every candidate of every available backend in `backends`, plus the reference backend's host

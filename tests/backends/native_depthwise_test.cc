@@ -35,18 +35,7 @@ constexpr double kTolerance = 1e-5;
 void expect_matches_ref(const TestGraph& t, const std::string& what,
                         const std::vector<const native::IsaKernels*>& on = isas(),
                         const std::vector<int>& thread_counts = {1, 2}) {
-  const std::vector<Tensor> want = run_ref(t);
-  ASSERT_EQ(want.size(), t.g.outputs().size()) << what;
-  for (const native::IsaKernels* isa : on) {
-    for (int threads : thread_counts) {
-      const std::vector<Tensor> got = run_native(t, *isa, threads);
-      ASSERT_EQ(got.size(), want.size()) << what << " on " << native::isa_name(isa->isa);
-      for (size_t o = 0; o < got.size(); ++o) {
-        EXPECT_LE(harness::relative_error(got[o], want[o]), kTolerance)
-            << what << " output " << o << " on " << native::isa_name(isa->isa) << " x" << threads;
-      }
-    }
-  }
+  testing_native::expect_matches_ref(t, kTolerance, what, on, thread_counts);
 }
 
 // A depthwise Conv (W [C * multiplier, 1, kh, kw] in [-0.5, 0.5], group C) of x [N, C, H, W].

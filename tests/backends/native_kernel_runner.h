@@ -6,8 +6,10 @@
 
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "backends/harness.h"
 #include "backends/native/isa.h"
 #include "backends/native/native_compile.h"
 #include "backends/test_graph.h"
@@ -73,6 +75,25 @@ inline std::vector<Tensor> run_whole_graph(const testing_graph::TestGraph& t,
 inline std::vector<Tensor> run_native(const testing_graph::TestGraph& t,
                                       const native::IsaKernels& isa, int threads) {
   return run_whole_graph(t, native::compile_native(whole(t), isa), threads);
+}
+
+// Every ISA of `on` at every thread count agrees with the reference on every output of t within
+// tol (max|a-b| / max|b|).
+inline void expect_matches_ref(const testing_graph::TestGraph& t, double tol, const std::string& what,
+                               const std::vector<const native::IsaKernels*>& on = isas(),
+                               const std::vector<int>& thread_counts = {1, 2}) {
+  const std::vector<Tensor> want = testing_graph::run_ref(t);
+  ASSERT_EQ(want.size(), t.g.outputs().size()) << what;
+  for (const native::IsaKernels* isa : on) {
+    for (int threads : thread_counts) {
+      const std::vector<Tensor> got = run_native(t, *isa, threads);
+      ASSERT_EQ(got.size(), want.size()) << what << " on " << native::isa_name(isa->isa);
+      for (size_t o = 0; o < got.size(); ++o) {
+        EXPECT_LE(harness::relative_error(got[o], want[o]), tol)
+            << what << " output " << o << " on " << native::isa_name(isa->isa) << " x" << threads;
+      }
+    }
+  }
 }
 
 }  // namespace tessera::testing_native

@@ -25,23 +25,10 @@ namespace {
 using testing_graph::Dims;
 using testing_graph::run_ref;
 using testing_graph::TestGraph;
+using testing_native::expect_matches_ref;
 using testing_native::isas;
 using testing_native::run_native;
 
-// Every ISA at 1 and 2 threads agrees with the reference within tol (max|a-b| / max|b|).
-void expect_matches_ref(const TestGraph& t, double tol, const std::string& what) {
-  std::vector<Tensor> want = run_ref(t);
-  for (const native::IsaKernels* isa : isas()) {
-    for (int threads : {1, 2}) {
-      std::vector<Tensor> got = run_native(t, *isa, threads);
-      ASSERT_EQ(got.size(), want.size()) << what;
-      for (size_t o = 0; o < got.size(); ++o) {
-        EXPECT_LE(harness::relative_error(got[o], want[o]), tol)
-            << what << " output " << o << " on " << native::isa_name(isa->isa) << " x" << threads;
-      }
-    }
-  }
-}
 
 // Two 10 x 10 inputs of t holding every pair of special values (zeros of both signs,
 // infinities, NaN, a subnormal, small integers) at the same position.

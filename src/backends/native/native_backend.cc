@@ -9,6 +9,7 @@
 #include "backends/native/gather_kernels.h"
 #include "backends/native/gemm_kernels.h"
 #include "backends/native/isa.h"
+#include "backends/native/layer_norm_fusion.h"
 #include "backends/native/layout_kernels.h"
 #include "backends/native/llm_kernels.h"
 #include "backends/native/native_compile.h"
@@ -41,6 +42,8 @@ Status native_accepts(const SubGraph& sg) {
   bool has_gemm = false;
   for (int n : sg.nodes())
     if (is_gather_op(g.node(n).op_type)) return check_gather_group(sg);
+  for (int n : sg.nodes())
+    if (g.node(n).op_type == "ReduceMean") return match_decomposed_layer_norm(sg).status();
   for (int n : sg.nodes()) {
     if (is_deconv_op(g.node(n).op_type)) return check_deconv_group(sg);
     if (is_conv_op(g.node(n).op_type)) return check_conv_group(sg);
@@ -76,6 +79,10 @@ Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKern
   if (sg.size() == 1 && is_llm_op(g.node(sg.nodes().first()))) return compile_llm_kernel(sg, isa);
   for (int n : sg.nodes())
     if (is_gather_op(g.node(n).op_type)) return compile_gather_kernel(sg, isa);
+  if (sg.size() > 1) {
+    if (Result<DecomposedLayerNorm> ln = match_decomposed_layer_norm(sg); ln.ok())
+      return compile_layer_norm(sg, isa, ln->x, ln->axis, ln->epsilon, ln->scale, ln->bias);
+  }
   for (int n : sg.nodes()) {
     if (is_gemm_op(g.node(n).op_type)) return compile_gemm_kernel(sg, isa);
     if (is_deconv_op(g.node(n).op_type)) return compile_deconv_kernel(sg, isa);
@@ -116,7 +123,7 @@ class NativeBackend final : public Backend {
     // The revision is part of every cost database key of this backend: raise it when what the
     // kernels accept or how fast they run changes, so that costs measured before (a group once
     // refused, a slower kernel) are measured again instead of read back.
-    return std::string("tessera native r9 (") + native::isa_name(native::best_isa()) + ")";
+    return std::string("tessera native r10 (") + native::isa_name(native::best_isa()) + ")";
   }
   Status available() const override { return Status(); }  // the scalar kernels run anywhere
   FusionStyle fusion_style() const override { return FusionStyle::kTvmLike; }
@@ -133,6 +140,10 @@ class NativeBackend final : public Backend {
     }
     for (const char* chain : kFusedChains) p.push_back(chain);
     return p;
+  }
+
+  std::vector<FusedPattern> fused_patterns() const override {
+    return {{"LayerNormalization(decomposed)", native::decomposed_layer_norm_pattern()}};
   }
 
   // Kernels run on the session's pool (KernelRunContext::pool), sized to opts.threads already,

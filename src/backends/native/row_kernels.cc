@@ -265,8 +265,9 @@ class SoftmaxKernel final : public Kernel {
 // LayerNormalization
 
 // Scale or B broadcast onto the normalized dims, as `inner` floats.
-std::vector<float> expand_to(const float* src, const std::vector<int64_t>& src_dims,
+std::vector<float> expand_to(const float* src, std::vector<int64_t> src_dims,
                              const std::vector<int64_t>& norm_dims) {
+  while (src_dims.size() > norm_dims.size() && src_dims.front() == 1) src_dims.erase(src_dims.begin());
   const int64_t inner = shape_numel(norm_dims);
   std::vector<float> out(inner);
   const int rank = static_cast<int>(norm_dims.size());
@@ -288,7 +289,9 @@ std::vector<float> expand_to(const float* src, const std::vector<int64_t>& src_d
   return out;
 }
 
-bool broadcasts_onto(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+// Whether `in` broadcasts onto `out` (leading ones beyond out's rank allowed).
+bool broadcasts_onto(std::vector<int64_t> in, const std::vector<int64_t>& out) {
+  while (in.size() > out.size() && in.front() == 1) in.erase(in.begin());
   if (in.size() > out.size()) return false;
   for (size_t i = 0; i < in.size(); ++i) {
     const int64_t o = out[out.size() - in.size() + i];
@@ -297,29 +300,35 @@ bool broadcasts_onto(const std::vector<int64_t>& in, const std::vector<int64_t>&
   return true;
 }
 
+// Y = (X - mean) / sqrt(var + eps) * Scale + B over the dims from `axis` on; positions: which of
+// (Y, Mean, InvStdDev) each kernel output is.
 class LayerNormKernel final : public Kernel {
  public:
-  LayerNormKernel(const IsaKernels& isa, const SubGraph& sg, const Node& node, int axis)
-      : isa_(isa), positions_(output_positions(sg, node)) {
-    dims_ = sg.graph().value(node.inputs[0]).type.static_dims();
+  LayerNormKernel(const IsaKernels& isa, std::vector<int64_t> dims, int axis, float eps,
+                  std::vector<int> positions)
+      : isa_(isa), positions_(std::move(positions)), dims_(std::move(dims)), eps_(eps) {
     norm_dims_.assign(dims_.begin() + axis, dims_.end());
     outer_ = shape_numel(std::vector<int64_t>(dims_.begin(), dims_.begin() + axis));
     inner_ = shape_numel(norm_dims_);
     stat_dims_.assign(dims_.begin(), dims_.begin() + axis);
     stat_dims_.resize(dims_.size(), 1);
-    eps_ = node.attr_float("epsilon", 1e-5f);
   }
-  Status init(const SubGraph& sg, const Node& node) {
-    TESSERA_ASSIGN_OR_RETURN(x_, source_of(sg, node.inputs[0]));
-    TESSERA_ASSIGN_OR_RETURN(scale_, source_of(sg, node.inputs[1]));
-    has_bias_ = node.inputs.size() > 2 && node.inputs[2] != kNoValue;
-    if (has_bias_) {
-      TESSERA_ASSIGN_OR_RETURN(bias_, source_of(sg, node.inputs[2]));
+  // x, scale and bias are values of sg's graph; scale and bias may be kNoValue (1 and 0).
+  Status init(const SubGraph& sg, int x, int scale, int bias) {
+    TESSERA_ASSIGN_OR_RETURN(x_, source_of(sg, x));
+    if (scale == kNoValue) {
+      scale_full_.assign(inner_, 1.0f);
+    } else {
+      TESSERA_ASSIGN_OR_RETURN(scale_, source_of(sg, scale));
+      if (scale_.constant)
+        scale_full_ = expand_to(scale_.constant->data<float>(), scale_.dims, norm_dims_);
     }
-    if (scale_.constant)
-      scale_full_ = expand_to(scale_.constant->data<float>(), scale_.dims, norm_dims_);
-    if (has_bias_ && bias_.constant)
-      bias_full_ = expand_to(bias_.constant->data<float>(), bias_.dims, norm_dims_);
+    has_bias_ = bias != kNoValue;
+    if (has_bias_) {
+      TESSERA_ASSIGN_OR_RETURN(bias_, source_of(sg, bias));
+      if (bias_.constant)
+        bias_full_ = expand_to(bias_.constant->data<float>(), bias_.dims, norm_dims_);
+    }
     return Status();
   }
 
@@ -329,12 +338,12 @@ class LayerNormKernel final : public Kernel {
     std::vector<float> scale_run, bias_run;
     const float* scale = scale_full_.data();
     const float* bias = has_bias_ ? bias_full_.data() : nullptr;
-    if (!scale_.constant) {
+    if (scale_.slot >= 0) {
       TESSERA_ASSIGN_OR_RETURN(const float* p, resolve_float(scale_, inputs));
       scale_run = expand_to(p, scale_.dims, norm_dims_);
       scale = scale_run.data();
     }
-    if (has_bias_ && !bias_.constant) {
+    if (has_bias_ && bias_.slot >= 0) {
       TESSERA_ASSIGN_OR_RETURN(const float* p, resolve_float(bias_, inputs));
       bias_run = expand_to(p, bias_.dims, norm_dims_);
       bias = bias_run.data();
@@ -402,16 +411,8 @@ Status check_row_node(const Graph& g, int n) {
   if (node.op_type == "LayerNormalization") {
     if (node.inputs.size() < 2) return invalid_argument("LayerNormalization needs Scale");
     TESSERA_ASSIGN_OR_RETURN(int axis, layer_norm_axis(g, node));
-    const std::vector<int64_t> dims = g.value(node.inputs[0]).type.static_dims();
-    const std::vector<int64_t> norm(dims.begin() + axis, dims.end());
-    for (size_t i = 1; i < node.inputs.size() && i < 3; ++i) {
-      if (node.inputs[i] == kNoValue) continue;
-      TESSERA_RETURN_IF_ERROR(check_float_value(g, node.inputs[i]));
-      if (!broadcasts_onto(g.value(node.inputs[i]).type.static_dims(), norm)) {
-        return invalid_argument("Scale / B do not broadcast to the normalized dims");
-      }
-    }
-    return Status();
+    return check_layer_norm(g, node.inputs[0], axis, node.inputs[1],
+                            node.inputs.size() > 2 ? node.inputs[2] : kNoValue);
   }
   return plan_reduce(g, node).status();
 }
@@ -438,12 +439,39 @@ Result<std::unique_ptr<Kernel>> compile_row_kernel(const SubGraph& sg, const Isa
   }
   if (node.op_type == "LayerNormalization") {
     TESSERA_ASSIGN_OR_RETURN(int axis, layer_norm_axis(g, node));
-    auto k = std::make_unique<LayerNormKernel>(isa, sg, node, axis);
-    TESSERA_RETURN_IF_ERROR(k->init(sg, node));
+    auto k = std::make_unique<LayerNormKernel>(isa, g.value(node.inputs[0]).type.static_dims(),
+                                               axis, node.attr_float("epsilon", 1e-5f),
+                                               output_positions(sg, node));
+    const int bias = node.inputs.size() > 2 ? node.inputs[2] : kNoValue;
+    TESSERA_RETURN_IF_ERROR(k->init(sg, node.inputs[0], node.inputs[1], bias));
     return std::unique_ptr<Kernel>(std::move(k));
   }
   TESSERA_ASSIGN_OR_RETURN(ReducePlan plan, plan_reduce(g, node));
   return std::unique_ptr<Kernel>(new ReduceKernel(isa, std::move(plan), x));
+}
+
+Status check_layer_norm(const Graph& g, int x, int axis, int scale, int bias) {
+  TESSERA_RETURN_IF_ERROR(check_float_value(g, x));
+  const std::vector<int64_t> dims = g.value(x).type.static_dims();
+  if (axis < 0 || axis >= static_cast<int>(dims.size())) return invalid_argument("axis out of range");
+  const std::vector<int64_t> norm(dims.begin() + axis, dims.end());
+  for (int v : {scale, bias}) {
+    if (v == kNoValue) continue;
+    TESSERA_RETURN_IF_ERROR(check_float_value(g, v));
+    if (!broadcasts_onto(g.value(v).type.static_dims(), norm))
+      return invalid_argument("Scale / B do not broadcast to the normalized dims");
+  }
+  return Status();
+}
+
+Result<std::unique_ptr<Kernel>> compile_layer_norm(const SubGraph& sg, const IsaKernels& isa, int x,
+                                                   int axis, float epsilon, int scale, int bias) {
+  const Graph& g = sg.graph();
+  TESSERA_RETURN_IF_ERROR(check_layer_norm(g, x, axis, scale, bias));
+  auto k = std::make_unique<LayerNormKernel>(isa, g.value(x).type.static_dims(), axis, epsilon,
+                                             std::vector<int>{0});
+  TESSERA_RETURN_IF_ERROR(k->init(sg, x, scale, bias));
+  return std::unique_ptr<Kernel>(std::move(k));
 }
 
 }  // namespace tessera::native
