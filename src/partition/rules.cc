@@ -27,16 +27,18 @@ class OpByKindRule final : public PartitionRule {
 
 class PatternRule final : public PartitionRule {
  public:
-  PatternRule(std::string name, Pattern pattern, MatchFilter filter, MatchOptions options)
+  PatternRule(std::string name, Pattern pattern, MatchFilter filter, MatchOptions options,
+              bool nodes_supported)
       : name_(std::move(name)),
         pattern_(std::move(pattern)),
         filter_(std::move(filter)),
-        options_(options) {}
+        options_(options),
+        nodes_supported_(nodes_supported) {}
   std::vector<Candidate> candidates(const Graph& g, const Backend& backend) const override {
     std::vector<Candidate> out;
     for (const Match& m : match_all(g, pattern_, options_)) {
-      bool supported = std::all_of(m.nodes.begin(), m.nodes.end(),
-                                   [&](int n) { return backend.supports(g, n).ok(); });
+      bool supported = !nodes_supported_ || std::all_of(m.nodes.begin(), m.nodes.end(),
+                                                        [&](int n) { return backend.supports(g, n).ok(); });
       if (!supported || (filter_ && !filter_(g, m))) continue;
       out.push_back({m.nodes, &backend, name_});
     }
@@ -51,6 +53,7 @@ class PatternRule final : public PartitionRule {
   Pattern pattern_;
   MatchFilter filter_;
   MatchOptions options_;
+  bool nodes_supported_;
 };
 
 class HostRule final : public PartitionRule {
@@ -125,20 +128,23 @@ class OnlyValidRule final : public PartitionRule {
 
 class AcceptedRule final : public PartitionRule {
  public:
-  explicit AcceptedRule(RulePtr sub) : sub_(std::move(sub)) {}
+  AcceptedRule(RulePtr sub, bool nodes_supported) : sub_(std::move(sub)), nodes_supported_(nodes_supported) {}
   std::vector<Candidate> candidates(const Graph& g, const Backend& backend) const override {
     std::vector<Candidate> out;
     for (Candidate& c : sub_->candidates(g, backend)) {
-      bool supported = std::all_of(c.nodes.begin(), c.nodes.end(),
-                                   [&](int n) { return backend.supports(g, n).ok(); });
+      bool supported = !nodes_supported_ || std::all_of(c.nodes.begin(), c.nodes.end(),
+                                                        [&](int n) { return backend.supports(g, n).ok(); });
       if (supported && backend.accepts(SubGraph(g, c.nodes)).ok()) out.push_back(std::move(c));
     }
     return out;
   }
-  std::string to_string() const override { return "accepted(" + sub_->to_string() + ")"; }
+  std::string to_string() const override {
+    return (nodes_supported_ ? "accepted(" : "accepted_group(") + sub_->to_string() + ")";
+  }
 
  private:
   RulePtr sub_;
+  bool nodes_supported_;
 };
 
 class CombineRule final : public PartitionRule {
@@ -170,9 +176,10 @@ bool is_ref(const Backend& b) { return &b == &ref_backend(); }
 }  // namespace
 
 RulePtr op_by_kind_rule(OpKind max_kind) { return std::make_shared<OpByKindRule>(max_kind); }
-RulePtr pattern_rule(std::string name, Pattern pattern, MatchFilter filter, MatchOptions options) {
+RulePtr pattern_rule(std::string name, Pattern pattern, MatchFilter filter, MatchOptions options,
+                     bool nodes_supported) {
   return std::make_shared<PatternRule>(std::move(name), std::move(pattern), std::move(filter),
-                                       options);
+                                       options, nodes_supported);
 }
 RulePtr host_rule() { return std::make_shared<HostRule>(); }
 RulePtr union_rule(std::vector<RulePtr> rules) {
@@ -184,7 +191,9 @@ RulePtr composite_rule(std::string name, RulePtr sub) {
 RulePtr only_valid_rule(RulePtr sub, SubGraphConfig config) {
   return std::make_shared<OnlyValidRule>(std::move(sub), config);
 }
-RulePtr accepted_rule(RulePtr sub) { return std::make_shared<AcceptedRule>(std::move(sub)); }
+RulePtr accepted_rule(RulePtr sub, bool nodes_supported) {
+  return std::make_shared<AcceptedRule>(std::move(sub), nodes_supported);
+}
 RulePtr combine_rule(RulePtr sub, std::vector<CombinerPtr> combiners, CombineOptions options) {
   return std::make_shared<CombineRule>(std::move(sub), std::move(combiners), options);
 }
@@ -236,19 +245,20 @@ RulePtr rules_for(const Backend& backend, const RuleOptions& options) {
     config.allow_taps = false;
     rule = only_valid_rule(combine_rule(std::move(rule), std::move(combiners), combine), config);
   }
+  rule = accepted_rule(std::move(rule));
+  // Fused patterns: their nodes need not run alone on the backend (a Squeeze inside an attention),
+  // accepts() decides for the group.
   std::vector<RulePtr> fused;
   for (const Backend::FusedPattern& f : backend.fused_patterns()) {
     MatchOptions internal;
     internal.internal_intermediates = true;
-    fused.push_back(composite_rule(f.name, pattern_rule(f.name, f.pattern, {}, internal)));
+    fused.push_back(composite_rule(f.name, pattern_rule(f.name, f.pattern, {}, internal, false)));
   }
-  if (!fused.empty()) {
-    SubGraphConfig config;  // convex, one exit, no taps: any depth
-    config.max_exits = 1;
-    config.allow_taps = false;
-    rule = union_rule({std::move(rule), only_valid_rule(union_rule(std::move(fused)), config)});
-  }
-  return accepted_rule(std::move(rule));
+  if (fused.empty()) return rule;
+  SubGraphConfig config;  // convex, one exit, no taps: any depth
+  config.max_exits = 1;
+  config.allow_taps = false;
+  return union_rule({std::move(rule), accepted_rule(only_valid_rule(union_rule(std::move(fused)), config), false)});
 }
 
 std::vector<Candidate> candidates_for(const Graph& g, const std::vector<const Backend*>& backends,

@@ -47,14 +47,16 @@ using RulePtr = std::shared_ptr<const PartitionRule>;
 using MatchFilter = std::function<bool(const Graph&, const Match&)>;
 
 RulePtr op_by_kind_rule(OpKind max_kind = OpKind::kOpaque);
+// nodes_supported false: the match's nodes need not be supported one by one (accepts() decides).
 RulePtr pattern_rule(std::string name, Pattern pattern, MatchFilter filter = {},
-                     MatchOptions options = {});
+                     MatchOptions options = {}, bool nodes_supported = true);
 RulePtr host_rule();
 
 RulePtr union_rule(std::vector<RulePtr> rules);
 RulePtr composite_rule(std::string name, RulePtr sub);
 RulePtr only_valid_rule(RulePtr sub, SubGraphConfig config);
-RulePtr accepted_rule(RulePtr sub);
+// nodes_supported false ("accepted_group"): only accepts() of the whole group is asked.
+RulePtr accepted_rule(RulePtr sub, bool nodes_supported = true);
 
 struct CombineOptions {
   int max_depth = 0;              // unions deeper than this are not formed (0: no limit)
@@ -84,8 +86,8 @@ struct RuleOptions {
 //   kNone        accepted(op_by_kind(opaque) | composites of claimed chains)
 //   kTvmLike     accepted(only_valid(combine(..., tvm_combiners()), exits<=1, no taps, depth))
 //   kArbitrary   accepted(only_valid(combine(..., any kind->any kind, constants), same config))
-// each then | only_valid(composites of Backend::fused_patterns(), exits<=1, no taps) inside the
-// accepted(...), when the backend has any.
+// each then | accepted_group(only_valid(composites of Backend::fused_patterns(), exits<=1, no
+// taps)) when the backend has any: a fused pattern's nodes need not run alone on the backend.
 RulePtr rules_for(const Backend& backend, const RuleOptions& options = {});
 
 // Every candidate of every available backend in `backends`, plus the reference backend's host

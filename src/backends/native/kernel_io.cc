@@ -17,6 +17,14 @@ std::vector<int> output_positions(const SubGraph& sg, const Node& node) {
   return pos;
 }
 
+const Node* producer_in(const SubGraph& sg, int v, const char* op) {
+  if (v == kNoValue) return nullptr;
+  const int n = sg.graph().value(v).producer;
+  if (n < 0 || !sg.nodes().contains(n)) return nullptr;
+  const Node& node = sg.graph().node(n);
+  return node.domain.empty() && node.op_type == op ? &node : nullptr;
+}
+
 void parallel(ThreadPool* pool, int64_t n, int64_t grain,
               const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;

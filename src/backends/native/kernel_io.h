@@ -14,6 +14,10 @@ namespace tessera::native {
 // For each SubGraph output: which output of `node` it is (-1 when another node produces it).
 std::vector<int> output_positions(const SubGraph& sg, const Node& node);
 
+// The node inside sg with op type `op` (default domain) that produces value v, or nullptr: for
+// kernels that recognize a group by walking back from its output.
+const Node* producer_in(const SubGraph& sg, int v, const char* op);
+
 // parallel_for on the pool, or inline without one.
 void parallel(ThreadPool* pool, int64_t n, int64_t grain,
               const std::function<void(int64_t, int64_t)>& fn);

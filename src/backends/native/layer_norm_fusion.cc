@@ -3,19 +3,16 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backends/kernel_io.h"
+#include "backends/native/kernel_io.h"
 #include "backends/native/row_kernels.h"
 
 namespace tessera::native {
 namespace {
 
-// The node inside sg of op type `op` that produces v, or nullptr.
-const Node* producer_in(const SubGraph& sg, int v, const char* op) {
-  if (v == kNoValue) return nullptr;
-  const int n = sg.graph().value(v).producer;
-  if (n < 0 || !sg.nodes().contains(n)) return nullptr;
-  const Node& node = sg.graph().node(n);
-  return node.domain.empty() && node.op_type == op && node.inputs.size() == 2 ? &node : nullptr;
+// The node inside sg of op type `op` with two inputs that produces v, or nullptr.
+const Node* binary_in(const SubGraph& sg, int v, const char* op) {
+  const Node* n = producer_in(sg, v, op);
+  return n && n->inputs.size() == 2 ? n : nullptr;
 }
 
 // The only element of a float constant, or nullopt.
@@ -70,37 +67,31 @@ Result<DecomposedLayerNorm> match_decomposed_layer_norm(const SubGraph& sg) {
   ln.output = sg.outputs()[0];
   int v = ln.output, walked = 0;
   // The optional affine tail, walked from the output: Add(., bias), then Mul(., scale).
-  if (const Node* add = producer_in(sg, v, "Add")) {
+  if (const Node* add = binary_in(sg, v, "Add")) {
     auto oc = operand_and_constant(g, *add);
     if (!oc) return no("the last Add has no constant operand");
     std::tie(v, ln.bias) = *oc;
     ++walked;
   }
-  if (const Node* mul = producer_in(sg, v, "Mul")) {
+  if (const Node* mul = binary_in(sg, v, "Mul")) {
     auto oc = operand_and_constant(g, *mul);
     if (!oc) return no("the scaling Mul has no constant operand");
     std::tie(v, ln.scale) = *oc;
     ++walked;
   }
-  const Node* div = producer_in(sg, v, "Div");
+  const Node* div = binary_in(sg, v, "Div");
   if (!div) return no("no Div of the centred value by the deviation");
   const int centred = div->inputs[0];
-  const Node* sqrt_node = nullptr;
-  {
-    const int s = div->inputs[1];
-    const int n = s == kNoValue ? -1 : g.value(s).producer;
-    if (n >= 0 && sg.nodes().contains(n) && g.node(n).op_type == "Sqrt" && g.node(n).domain.empty())
-      sqrt_node = &g.node(n);
-  }
+  const Node* sqrt_node = producer_in(sg, div->inputs[1], "Sqrt");
   if (!sqrt_node || sqrt_node->inputs.size() != 1) return no("the divisor is not a Sqrt");
-  const Node* add_eps = producer_in(sg, sqrt_node->inputs[0], "Add");
+  const Node* add_eps = binary_in(sg, sqrt_node->inputs[0], "Add");
   if (!add_eps) return no("no epsilon Add under the Sqrt");
   auto var_eps = operand_and_constant(g, *add_eps);
   std::optional<double> eps = var_eps ? scalar_constant(g, var_eps->second) : std::nullopt;
   if (!eps) return no("epsilon is not a scalar constant");
   ln.epsilon = static_cast<float>(*eps);
   const int variance = var_eps->first;
-  const Node* sub = producer_in(sg, centred, "Sub");
+  const Node* sub = binary_in(sg, centred, "Sub");
   if (!sub) return no("the centred value is not a Sub");
   ln.x = sub->inputs[0];
   if (!check_float_value(g, ln.x).ok()) return no("the input is not float32 with a static shape");
@@ -112,7 +103,7 @@ Result<DecomposedLayerNorm> match_decomposed_layer_norm(const SubGraph& sg) {
     return no("the subtracted value is not a mean of the input over trailing axes");
   const int var_producer = g.value(variance).producer;
   if (mean_over_trailing_axes(sg, variance, rank) != axis) return no("the variance is not a mean over the same axes");
-  const Node* pow = producer_in(sg, g.node(var_producer).inputs[0], "Pow");
+  const Node* pow = binary_in(sg, g.node(var_producer).inputs[0], "Pow");
   if (!pow || pow->inputs[0] != centred || scalar_constant(g, pow->inputs[1]) != 2.0)
     return no("the variance does not average the centred value squared");
   ln.axis = axis;

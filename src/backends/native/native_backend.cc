@@ -3,6 +3,7 @@
 // elementwise tail, direct (or Winograd) Conv and ConvTranspose (affine nodes folded in, an
 // elementwise tail), MaxPool / AveragePool and inference BatchNormalization. Vector code for AVX-512 or AVX2 is chosen at run time (see isa.h).
 #include "backends/backend.h"
+#include "backends/native/attention_fusion.h"
 #include "backends/native/conv_kernels.h"
 #include "backends/native/deconv_kernels.h"
 #include "backends/native/eltwise_compile.h"
@@ -42,8 +43,10 @@ Status native_accepts(const SubGraph& sg) {
   bool has_gemm = false;
   for (int n : sg.nodes())
     if (is_gather_op(g.node(n).op_type)) return check_gather_group(sg);
-  for (int n : sg.nodes())
+  for (int n : sg.nodes()) {
     if (g.node(n).op_type == "ReduceMean") return match_decomposed_layer_norm(sg).status();
+    if (g.node(n).op_type == "Squeeze") return match_packed_attention(sg).status();
+  }
   for (int n : sg.nodes()) {
     if (is_deconv_op(g.node(n).op_type)) return check_deconv_group(sg);
     if (is_conv_op(g.node(n).op_type)) return check_conv_group(sg);
@@ -82,6 +85,8 @@ Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKern
   if (sg.size() > 1) {
     if (Result<DecomposedLayerNorm> ln = match_decomposed_layer_norm(sg); ln.ok())
       return compile_layer_norm(sg, isa, ln->x, ln->axis, ln->epsilon, ln->scale, ln->bias);
+    if (Result<PackedAttention> a = match_packed_attention(sg); a.ok())
+      return compile_packed_attention(sg, isa, *a);
   }
   for (int n : sg.nodes()) {
     if (is_gemm_op(g.node(n).op_type)) return compile_gemm_kernel(sg, isa);
@@ -143,7 +148,8 @@ class NativeBackend final : public Backend {
   }
 
   std::vector<FusedPattern> fused_patterns() const override {
-    return {{"LayerNormalization(decomposed)", native::decomposed_layer_norm_pattern()}};
+    return {{"LayerNormalization(decomposed)", native::decomposed_layer_norm_pattern()},
+            {"Attention(packed QKV)", native::packed_attention_pattern()}};
   }
 
   // Kernels run on the session's pool (KernelRunContext::pool), sized to opts.threads already,
