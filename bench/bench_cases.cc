@@ -45,12 +45,18 @@ Status finish(Graph& g) {
 
 // --- GEMM --------------------------------------------------------------------------------------
 
-BenchCase gemm_case(int64_t m, int64_t k, int64_t n) {
+// A GEMM-group case "KIND MxKxN" of 2*m*k*n FLOPs, its graph still to build.
+BenchCase gemm_group_case(const std::string& kind, int64_t m, int64_t k, int64_t n) {
   BenchCase c;
-  c.name = "matmul " + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
+  c.name = kind + " " + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
   c.group = "gemm";
   c.work = 2.0 * m * k * n;
   c.ref_cheap = c.work <= kRefMaxFlops;
+  return c;
+}
+
+BenchCase gemm_case(int64_t m, int64_t k, int64_t n) {
+  BenchCase c = gemm_group_case("matmul", m, k, n);
   c.build = [=, name = c.name]() -> Result<Graph> {
     Graph g = new_graph(name);
     int a = g.add_input("A", TensorType::of(DType::kFloat32, {m, k}));
@@ -66,11 +72,7 @@ BenchCase gemm_case(int64_t m, int64_t k, int64_t n) {
 
 // A classifier head: Softmax(A * B + bias) over rows of n classes (PP-OCR rec's CTC head).
 BenchCase gemm_softmax_case(int64_t m, int64_t k, int64_t n) {
-  BenchCase c;
-  c.name = "softmax(matmul+b) " + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
-  c.group = "gemm";
-  c.work = 2.0 * m * k * n;
-  c.ref_cheap = c.work <= kRefMaxFlops;
+  BenchCase c = gemm_group_case("softmax(matmul+b)", m, k, n);
   c.build = [=, name = c.name]() -> Result<Graph> {
     Graph g = new_graph(name);
     int a = g.add_input("A", TensorType::of(DType::kFloat32, {1, m, k}));

@@ -128,23 +128,20 @@ class OnlyValidRule final : public PartitionRule {
 
 class AcceptedRule final : public PartitionRule {
  public:
-  AcceptedRule(RulePtr sub, bool nodes_supported) : sub_(std::move(sub)), nodes_supported_(nodes_supported) {}
+  explicit AcceptedRule(RulePtr sub) : sub_(std::move(sub)) {}
   std::vector<Candidate> candidates(const Graph& g, const Backend& backend) const override {
     std::vector<Candidate> out;
     for (Candidate& c : sub_->candidates(g, backend)) {
-      bool supported = !nodes_supported_ || std::all_of(c.nodes.begin(), c.nodes.end(),
-                                                        [&](int n) { return backend.supports(g, n).ok(); });
+      bool supported = std::all_of(c.nodes.begin(), c.nodes.end(),
+                                   [&](int n) { return backend.supports(g, n).ok(); });
       if (supported && backend.accepts(SubGraph(g, c.nodes)).ok()) out.push_back(std::move(c));
     }
     return out;
   }
-  std::string to_string() const override {
-    return (nodes_supported_ ? "accepted(" : "accepted_group(") + sub_->to_string() + ")";
-  }
+  std::string to_string() const override { return "accepted(" + sub_->to_string() + ")"; }
 
  private:
   RulePtr sub_;
-  bool nodes_supported_;
 };
 
 class CombineRule final : public PartitionRule {
@@ -191,9 +188,7 @@ RulePtr composite_rule(std::string name, RulePtr sub) {
 RulePtr only_valid_rule(RulePtr sub, SubGraphConfig config) {
   return std::make_shared<OnlyValidRule>(std::move(sub), config);
 }
-RulePtr accepted_rule(RulePtr sub, bool nodes_supported) {
-  return std::make_shared<AcceptedRule>(std::move(sub), nodes_supported);
-}
+RulePtr accepted_rule(RulePtr sub) { return std::make_shared<AcceptedRule>(std::move(sub)); }
 RulePtr combine_rule(RulePtr sub, std::vector<CombinerPtr> combiners, CombineOptions options) {
   return std::make_shared<CombineRule>(std::move(sub), std::move(combiners), options);
 }
@@ -246,8 +241,8 @@ RulePtr rules_for(const Backend& backend, const RuleOptions& options) {
     rule = only_valid_rule(combine_rule(std::move(rule), std::move(combiners), combine), config);
   }
   rule = accepted_rule(std::move(rule));
-  // Fused patterns: their nodes need not run alone on the backend (a Squeeze inside an attention),
-  // accepts() decides for the group.
+  // Fused patterns: their nodes need not run alone on the backend (a Squeeze inside an attention);
+  // the composite asks accepts() of the whole group.
   std::vector<RulePtr> fused;
   for (const Backend::FusedPattern& f : backend.fused_patterns()) {
     MatchOptions internal;
@@ -258,7 +253,7 @@ RulePtr rules_for(const Backend& backend, const RuleOptions& options) {
   SubGraphConfig config;  // convex, one exit, no taps: any depth
   config.max_exits = 1;
   config.allow_taps = false;
-  return union_rule({std::move(rule), accepted_rule(only_valid_rule(union_rule(std::move(fused)), config), false)});
+  return union_rule({std::move(rule), only_valid_rule(union_rule(std::move(fused)), config)});
 }
 
 std::vector<Candidate> candidates_for(const Graph& g, const std::vector<const Backend*>& backends,

@@ -55,8 +55,7 @@ RulePtr host_rule();
 RulePtr union_rule(std::vector<RulePtr> rules);
 RulePtr composite_rule(std::string name, RulePtr sub);
 RulePtr only_valid_rule(RulePtr sub, SubGraphConfig config);
-// nodes_supported false ("accepted_group"): only accepts() of the whole group is asked.
-RulePtr accepted_rule(RulePtr sub, bool nodes_supported = true);
+RulePtr accepted_rule(RulePtr sub);
 
 struct CombineOptions {
   int max_depth = 0;              // unions deeper than this are not formed (0: no limit)
@@ -86,8 +85,9 @@ struct RuleOptions {
 //   kNone        accepted(op_by_kind(opaque) | composites of claimed chains)
 //   kTvmLike     accepted(only_valid(combine(..., tvm_combiners()), exits<=1, no taps, depth))
 //   kArbitrary   accepted(only_valid(combine(..., any kind->any kind, constants), same config))
-// each then | accepted_group(only_valid(composites of Backend::fused_patterns(), exits<=1, no
-// taps)) when the backend has any: a fused pattern's nodes need not run alone on the backend.
+// each then | only_valid(composites of Backend::fused_patterns(), exits<=1, no taps) when the
+// backend has any: a fused pattern's nodes need not run alone on the backend (the composite asks
+// accepts() of the whole group).
 RulePtr rules_for(const Backend& backend, const RuleOptions& options = {});
 
 // Every candidate of every available backend in `backends`, plus the reference backend's host
