@@ -30,8 +30,20 @@ enum class FusionStyle {
 };
 const char* fusion_style_name(FusionStyle s);
 
+// How a plan stores the rank-4 tensors that pass between its steps (partitions, reference nodes).
+// Row-major: as ONNX defines them, [N, C, H, W]. Channels-last: [N, H, W, C] in memory, and the
+// Tensor's dims say so (physical dims): oneDNN's convolutions and XNNPACK work in that layout, and
+// a plan that hands their tensors over in it saves a layout conversion at every boundary. Graph
+// inputs, outputs and constants stay row-major (the executor converts inputs and outputs).
+enum class TensorLayout { kRowMajor, kChannelsLast };
+const char* layout_name(TensorLayout layout);  // "row-major", "channels-last"
+Result<TensorLayout> parse_layout(const std::string& name);
+
 struct CompileOptions {
   int threads = 1;  // the session's thread count: the kernel runs with exactly this many
+  // The layout of the kernel's rank-4 inputs and outputs (compile_in_layout() wraps kernels of
+  // backends that do not take channels-last themselves).
+  TensorLayout layout = TensorLayout::kRowMajor;
 };
 
 struct KernelRunContext {
@@ -92,7 +104,24 @@ class Backend {
   virtual std::vector<FusedPattern> fused_patterns() const { return {}; }
 
   virtual Result<std::unique_ptr<Kernel>> compile(const SubGraph& sg, const CompileOptions& opts) const = 0;
+
+  // Whether compile() of sg with CompileOptions::layout kChannelsLast gives a kernel that reads
+  // and writes its rank-4 tensors channels-last itself (else compile_in_layout() converts them).
+  virtual bool takes_channels_last(const SubGraph& sg) const {
+    (void)sg;
+    return false;
+  }
 };
+
+// b.compile(sg, opts), in opts.layout: a backend that does not take channels-last tensors for sg
+// gets row-major ones, converted before and after its kernel runs (the time a plan then spends
+// converting is part of the kernel's measured cost).
+Result<std::unique_ptr<Kernel>> compile_in_layout(const Backend& b, const SubGraph& sg, const CompileOptions& opts);
+
+// A rank-4 tensor [N, C, H, W] copied channels-last ([N, H, W, C]), and back; other ranks and
+// non-numeric tensors are returned as they are (sharing storage).
+Tensor to_channels_last(const Tensor& t, TensorAllocator& alloc);
+Tensor to_row_major(const Tensor& t, TensorAllocator& alloc);
 
 // Every backend compiled in (by the TESSERA_WITH_* CMake options), in a fixed order; "ref" first.
 const std::vector<const Backend*>& all_backends();

@@ -30,6 +30,7 @@ std::string plan_to_json(const Plan& plan) {
   j["cpu"] = plan.cpu;
   j["input_shapes"] = plan.input_shapes;
   j["backend_versions"] = plan.backend_versions;
+  j["layout"] = plan.layout;
   j["predicted_seconds"] = plan.predicted_seconds;
   j["transition_seconds"] = plan.transition_seconds;
   j["measured_seconds"] = plan.measured_seconds;
@@ -60,6 +61,9 @@ Result<Plan> plan_from_json(const std::string& text) {
     plan.cpu = j.value("cpu", "");
     plan.input_shapes = j.value("input_shapes", std::map<std::string, std::vector<int64_t>>{});
     plan.backend_versions = j.value("backend_versions", std::map<std::string, std::string>{});
+    plan.layout = j.value("layout", std::string("row-major"));
+    if (plan.layout != "row-major" && plan.layout != "channels-last")
+      return invalid_argument("unknown tensor layout '" + plan.layout + "' (row-major or channels-last)");
     plan.predicted_seconds = j.value("predicted_seconds", 0.0);
     plan.transition_seconds = j.value("transition_seconds", 0.0);
     plan.measured_seconds = j.value("measured_seconds", -1.0);

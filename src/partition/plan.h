@@ -34,6 +34,9 @@ struct Plan {
   std::map<std::string, std::vector<int64_t>> input_shapes;  // fixed dims it was measured with
   std::map<std::string, std::string> backend_versions;       // of the backends it uses
   std::vector<PlanPartition> partitions;                     // in an order they can run in
+  // How rank-4 tensors pass between the partitions: "row-major" or "channels-last"
+  // (CompileOptions::layout).
+  std::string layout = "row-major";
   double predicted_seconds = 0;   // sum of partition costs and transitions
   double transition_seconds = 0;  // part of predicted_seconds
   double measured_seconds = -1;   // the whole plan, end to end (median); -1 when not measured

@@ -20,7 +20,7 @@ class BufferPool final : public TensorAllocator {
   Tensor allocate(DType dtype, std::vector<int64_t> dims) override;
   Tensor allocate_uninitialized(DType dtype, std::vector<int64_t> dims) override;
   // Returns t's buffer to the pool if no other tensor shares it.
-  void release(Tensor& t);
+  void release(Tensor& t) override;
   // The buffer of t leaves the pool for good (a graph output handed to the caller).
   void detach(const Tensor& t);
   size_t live_bytes() const { return live_bytes_; }

@@ -53,6 +53,7 @@ Result<std::vector<int>> order_steps(const Graph& g, const std::vector<int>& ste
 Result<GraphExecutor> GraphExecutor::create(const Graph& g, const std::vector<Partition>& partitions,
                                             const CompileOptions& opts) {
   GraphExecutor e(g);
+  e.layout_ = opts.layout;
   const int n_nodes = g.num_nodes();
   std::vector<int> step_of_node(n_nodes, -1);
   std::vector<std::vector<int>> step_nodes;
@@ -92,7 +93,7 @@ Result<GraphExecutor> GraphExecutor::create(const Graph& g, const std::vector<Pa
     }
     if (const Partition* p = step_partition[s]) {
       step.subgraph = std::make_unique<SubGraph>(g, p->nodes);
-      auto kernel = p->backend->compile(*step.subgraph, opts);
+      auto kernel = compile_in_layout(*p->backend, *step.subgraph, opts);
       if (!kernel.ok()) {
         return Status(kernel.status().code(), p->backend->name() + " cannot compile " + step.subgraph->label() +
                                                   ": " + kernel.status().message());
@@ -106,6 +107,8 @@ Result<GraphExecutor> GraphExecutor::create(const Graph& g, const std::vector<Pa
       step.ref = table.find(n.domain, n.op_type);
       if (!step.ref) return unimplemented(n.describe() + ": no kernel for op '" + n.op_type + "'");
       for (const auto& [key, a] : n.attrs) step.has_subgraph |= a.type == Attribute::Type::kGraph;
+      if (step.has_subgraph && opts.layout != TensorLayout::kRowMajor)
+        return unimplemented(n.describe() + ": control flow in a plan with channels-last tensors");
     }
     e.steps_.push_back(std::move(step));
   }
@@ -151,18 +154,22 @@ Result<std::vector<Tensor>> GraphExecutor::run(const std::vector<Tensor>& inputs
     return invalid_argument("graph '" + g.name + "' takes " + std::to_string(g.inputs().size()) + " inputs, got " +
                             std::to_string(inputs.size()));
   }
+  const bool channels_last = layout_ == TensorLayout::kChannelsLast;
   std::vector<Tensor> values(g.num_values());
-  for (size_t i = 0; i < inputs.size(); ++i) values[g.inputs()[i]] = inputs[i];
+  for (size_t i = 0; i < inputs.size(); ++i)
+    values[g.inputs()[i]] = channels_last ? to_channels_last(inputs[i], buffers) : inputs[i];
   for (int v : g.outer_values()) {
     auto it = outer.find(g.value(v).name);
     if (it == outer.end()) return internal_error("outer-scope value '" + g.value(v).name + "' is not bound");
     values[v] = it->second;
   }
   auto tensor_of = [&](int v) -> const Tensor& { return g.value(v).constant ? *g.value(v).constant : values[v]; };
-  // Inputs and outer values belong to the caller; never recycle them.
+  // Inputs and outer values belong to the caller; never recycle them (their channels-last copies
+  // are this run's).
   auto owned_here = [&](int v) {
     const Value& val = g.value(v);
-    return !keep_values && !val.constant && !val.is_graph_output && !val.is_graph_input && !val.is_outer_scope;
+    const bool callers = val.is_graph_input && !(channels_last && values[v].rank() == 4);
+    return !keep_values && !val.constant && !val.is_graph_output && !callers && !val.is_outer_scope;
   };
   std::vector<int> remaining = use_counts_;
   const bool profile = stats.profile;
@@ -206,7 +213,15 @@ Result<std::vector<Tensor>> GraphExecutor::run(const std::vector<Tensor>& inputs
     } else {
       const Node& node = g.node(step.node);
       std::vector<const Tensor*> in;
-      for (int v : node.inputs) in.push_back(v == kNoValue ? nullptr : &tensor_of(v));
+      std::vector<Tensor> row_major;  // channels-last inputs, converted for the reference kernel
+      row_major.reserve(node.inputs.size());
+      for (int v : node.inputs) {
+        in.push_back(v == kNoValue ? nullptr : &tensor_of(v));
+        if (channels_last && v != kNoValue && !g.value(v).constant && in.back()->rank() == 4) {
+          row_major.push_back(to_row_major(*in.back(), buffers));
+          in.back() = &row_major.back();
+        }
+      }
       RefKernelContext ctx(node, std::move(in), buffers, threads);
       if (step.has_subgraph) {
         std::map<std::string, Tensor> body_outer;
@@ -223,11 +238,18 @@ Result<std::vector<Tensor>> GraphExecutor::run(const std::vector<Tensor>& inputs
         // Out of memory is bad input here (an absurd shape), not a crash: report it as an error.
         st = invalid_argument(node.describe() + ": out of memory allocating its outputs");
       }
+      for (Tensor& t : row_major) buffers.release(t);
       TESSERA_RETURN_IF_ERROR(st);
       for (size_t o = 0; o < node.outputs.size(); ++o) {
         int v = node.outputs[o];
         if (v == kNoValue) continue;
-        TESSERA_RETURN_IF_ERROR(produced(v, std::move(ctx.outputs()[o]), [&] { return node.describe(); }));
+        Tensor t = std::move(ctx.outputs()[o]);
+        if (channels_last && t.defined() && t.rank() == 4) {
+          Tensor converted = to_channels_last(t, buffers);
+          buffers.release(t);
+          t = std::move(converted);
+        }
+        TESSERA_RETURN_IF_ERROR(produced(v, std::move(t), [&] { return node.describe(); }));
       }
       ++stats.nodes_run;
     }
@@ -240,10 +262,21 @@ Result<std::vector<Tensor>> GraphExecutor::run(const std::vector<Tensor>& inputs
       if (!g.value(v).constant && --remaining[v] == 0 && owned_here(v)) buffers.release(values[v]);
   }
   std::vector<Tensor> out;
-  for (int v : g.outputs()) out.push_back(tensor_of(v));
+  std::vector<int> converted;  // outputs whose channels-last buffers return to the pool
+  for (int v : g.outputs()) {
+    out.push_back(tensor_of(v));
+    if (channels_last && !g.value(v).constant && out.back().rank() == 4) {
+      out.back() = to_row_major(values[v], buffers);
+      if (!keep_values && !g.value(v).is_graph_input) converted.push_back(v);
+    }
+  }
+  for (int v : converted)
+    if (values[v].defined()) buffers.release(values[v]);
   if (keep_values) {
-    for (int v = 0; v < g.num_values(); ++v)
+    for (int v = 0; v < g.num_values(); ++v) {
       if (g.value(v).constant) values[v] = *g.value(v).constant;
+      else if (channels_last && values[v].defined()) values[v] = to_row_major(values[v], buffers);
+    }
     *keep_values = std::move(values);
   }
   return out;

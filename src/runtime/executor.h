@@ -29,7 +29,8 @@ class GraphExecutor {
  public:
   // Compiles every partition on its backend and resolves a reference kernel for every other
   // node; fails naming the first node without one, or when the partitions, contracted, do not
-  // form a DAG (they cannot run one after another).
+  // form a DAG (they cannot run one after another). With opts.layout channels-last, rank-4
+  // tensors pass between steps channels-last (run() takes and returns them row-major).
   static Result<GraphExecutor> create(const Graph& g, const std::vector<Partition>& partitions = {},
                                       const CompileOptions& opts = {});
 
@@ -48,6 +49,7 @@ class GraphExecutor {
   std::vector<int> step_nodes(int i) const;
   // The backend step i runs on ("ref" for a reference step).
   std::string step_backend(int i) const;
+  TensorLayout layout() const { return layout_; }
 
  private:
   struct Step {
@@ -63,6 +65,7 @@ class GraphExecutor {
   const Graph* graph_;
   std::vector<Step> steps_;
   std::vector<int> use_counts_;  // per value: consuming node inputs (explicit and implicit)
+  TensorLayout layout_ = TensorLayout::kRowMajor;  // of the rank-4 tensors between steps
   // The first step backend's own threads, which run the pool's loops during run() (see
   // Backend::region_runner); nullptr: the pool's workers.
   RegionRunner region_runner_ = nullptr;

@@ -99,6 +99,7 @@ struct Probe {
   std::unique_ptr<SubGraph> sg;
   std::unique_ptr<Kernel> kernel;
   std::vector<const Tensor*> inputs;
+  std::vector<Tensor> converted;  // inputs in the plan's layout, where it differs from the reference's
 };
 
 // Runs the kernel once; outputs go back to `buffers` unless `keep` wants them.
@@ -159,13 +160,21 @@ Cost MeasuringEstimator::cost(const Candidate& c) {
   p.sg = std::make_unique<SubGraph>(graph_, c.nodes);
   CompileOptions copts;
   copts.threads = options_.threads;
-  auto kernel = c.backend->compile(*p.sg, copts);
+  copts.layout = options_.layout;
+  auto kernel = compile_in_layout(*c.backend, *p.sg, copts);
   if (!kernel.ok()) return Cost::invalid("does not build: " + kernel.status().message());
   p.kernel = std::move(*kernel);
+  const bool channels_last = options_.layout == TensorLayout::kChannelsLast;
+  p.converted.reserve(p.sg->inputs().size());
   for (int v : p.sg->inputs()) {
     if (static_cast<size_t>(v) >= values_.size() || !values_[v].defined())
       return Cost::invalid("no reference value for input '" + graph_.value(v).name + "'");
     p.inputs.push_back(&values_[v]);
+    if (channels_last && values_[v].rank() == 4) {
+      HeapAllocator heap;
+      p.converted.push_back(to_channels_last(values_[v], heap));
+      p.inputs.back() = &p.converted.back();
+    }
   }
   ++measured_;
   // The buffers of earlier candidates are reused (fresh pages cost faults on every first touch),
@@ -179,7 +188,8 @@ Cost MeasuringEstimator::cost(const Candidate& c) {
     const int v = p.sg->outputs()[o];
     if (max_abs_[v] < 0) max_abs_[v] = max_abs(values_[v]);
     const double atol = options_.atol * std::max(1.0, max_abs_[v]);
-    mismatch = compare_tensors(got[o], values_[v], options_.rtol, atol)
+    HeapAllocator heap;
+    mismatch = compare_tensors(channels_last ? to_row_major(got[o], heap) : got[o], values_[v], options_.rtol, atol)
                    .with_context("output '" + graph_.value(v).name + "' differs from the reference");
   }
   for (Tensor& t : got) buffers.release(t);

@@ -19,6 +19,7 @@
 #include <memory>
 #include <vector>
 
+#include "backends/backend.h"
 #include "ir/graph.h"
 #include "ir/parallel.h"
 #include "partition/cost_estimator.h"
@@ -36,6 +37,9 @@ struct MeasureOptions {
   // Outputs must match the reference run: |x - ref| <= rtol * |ref| + atol * max(1, max |ref|).
   double rtol = 1e-3;
   double atol = 1e-4;
+  // How the plan measured passes rank-4 tensors between its steps; candidates get and return
+  // theirs so (CompileOptions::layout).
+  TensorLayout layout = TensorLayout::kRowMajor;
 };
 
 // Runs g on the reference kernels and returns every value's tensor by value id (graph inputs,

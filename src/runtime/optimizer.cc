@@ -251,6 +251,26 @@ void add_placement_candidates(const Graph& g, const std::vector<const Backend*>&
 }
 using TransitionFn = std::function<double(const Backend*, const Backend*)>;
 
+// The layouts placements are timed in: channels-last too when some rank-4 value passes between
+// nodes (a convolutional network) and no node holds a subgraph (control flow runs row-major).
+std::vector<TensorLayout> placement_layouts(const Graph& g) {
+  bool four_d = false;
+  for (int n = 0; n < g.num_nodes(); ++n) {
+    const Node& node = g.node(n);
+    for (const auto& [key, a] : node.attrs)
+      if (a.type == Attribute::Type::kGraph) return {TensorLayout::kRowMajor};
+    for (int v : node.outputs)
+      four_d = four_d || (v != kNoValue && g.value(v).type.rank() == 4 && !g.value(v).consumers.empty());
+  }
+  if (!four_d) return {TensorLayout::kRowMajor};
+  return {TensorLayout::kRowMajor, TensorLayout::kChannelsLast};
+}
+
+// " (channels-last)" for names of variants in that layout.
+std::string layout_suffix(TensorLayout layout) {
+  return layout == TensorLayout::kChannelsLast ? " (channels-last)" : "";
+}
+
 // A placement as a search result: its groups, and every other node on the reference backend, with
 // the times they took inside the placement's end-to-end runs (nothing is measured again) and the
 // transitions between them.
@@ -323,7 +343,9 @@ void choose_in_turns(const Graph& g, const std::vector<std::vector<Partition>>& 
   // placement: 46.7 ms there, 28.6 ms against native's 34.0 ms in `bench`).
   side_by_side.min_runs = std::max(measure.min_runs, 7);
   side_by_side.min_total_seconds = std::max(measure.min_total_seconds, 0.6);
-  const std::vector<Cost> costs = records.time_in_turns(placements, inputs, side_by_side, "finals");
+  std::vector<TensorLayout> layouts;
+  for (int k : finalists) layouts.push_back(result.variants[k].layout);
+  const std::vector<Cost> costs = records.time_in_turns(placements, inputs, side_by_side, "finals", layouts);
   int chosen = -1;
   for (size_t i = 0; i < finalists.size(); ++i) {
     if (!costs[i].valid) continue;
@@ -348,7 +370,9 @@ void refresh_stale_prediction(const Graph& g, const std::vector<Partition>& plac
   if (!chosen.timing_recalled || placed.empty() ||
       std::fabs(plan.predicted_seconds - plan.measured_seconds) <= kStalePrediction * plan.measured_seconds)
     return;
-  auto fresh = records.time_partitions(placed, inputs, measure, owners_of(g, placed), static_cast<int>(placed.size()),
+  MeasureOptions in_layout = measure;
+  in_layout.layout = chosen.layout;
+  auto fresh = records.time_partitions(placed, inputs, in_layout, owners_of(g, placed), static_cast<int>(placed.size()),
                                        /*retake=*/true);
   if (!fresh.ok()) return;  // the stored prediction stands; the summary shows how far off it is
   const char* rule = chosen.name.rfind("refined:", 0) == 0 ? "refined placement" : "placement";
@@ -509,13 +533,17 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
   int fastest_placement_variant = -1;
   std::vector<std::pair<const Backend*, int>> timed_placements;  // (backend, its variant), run end to end
   if (options.placements) {
-    for (const Backend* b : backends) {
+    for (const Backend* b : backends)
+    for (TensorLayout layout : placement_layouts(g)) {
       if (options.stop && options.stop()) break;
       auto placed = place_on_backend(g, *b);
       if (!placed.ok() || placed->empty()) continue;
       PlanVariant pv;
-      pv.name = "placement:" + b->name();
+      pv.name = "placement:" + b->name() + layout_suffix(layout);
       pv.backends = {b->name(), "ref"};
+      pv.layout = layout;
+      MeasureOptions in_layout = measure;
+      in_layout.layout = layout;
       pv.predicted_seconds = -1;  // not searched
       // Not timed when its nodes' expected times (from whole-model runs) add up to several times
       // the best plan so far.
@@ -528,9 +556,9 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
         contender_parts.emplace_back();
         continue;
       }
-      phase("placement " + b->name());
+      phase("placement " + b->name() + layout_suffix(layout));
       auto timing =
-          records.time_partitions(*placed, inputs, measure, owners_of(g, *placed), static_cast<int>(placed->size()));
+          records.time_partitions(*placed, inputs, in_layout, owners_of(g, *placed), static_cast<int>(placed->size()));
       SearchResult search;
       std::vector<Partition> parts;
       if (!timing.ok()) {
@@ -565,7 +593,8 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     const std::pair<const Backend*, int>* second = nullptr;
     for (const auto& placement : timed_placements) {
       const double t = result.variants[placement.second].measured_seconds;
-      if (placement.first == fastest_placement || t > options.finalist_factor * fastest_placement_seconds) continue;
+      if (placement.second == fastest_placement_variant || t > options.finalist_factor * fastest_placement_seconds)
+        continue;
       if (!second || t < result.variants[second->second].measured_seconds) second = &placement;
     }
     if (second) bases.push_back(*second);
@@ -573,8 +602,11 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
   std::vector<int> refined_variants;
   for (size_t i = 0; i < bases.size(); ++i) {
     const auto [base, base_variant] = bases[i];
+    const TensorLayout layout = result.variants[base_variant].layout;
+    MeasureOptions in_layout = measure;
+    in_layout.layout = layout;
     if (options.stop && options.stop()) break;
-    phase("refine " + base->name());
+    phase("refine " + base->name() + layout_suffix(layout));
     measure_node_times(g, backends, inputs, measure, db.get(), node_seconds, placement_seconds);
     // Outcomes of moves by model, nodes moved (one node by its index, a region by a hash of its
     // indices), the two backends, thread count and CPU.
@@ -587,6 +619,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
                  static_cast<unsigned long long>(fnv1a64(ids.data(), ids.size() * sizeof(int))));
         moved = hex;
       }
+      if (layout == TensorLayout::kChannelsLast) moved += ":channels-last";
       return CostKey{"move:" + graph_hash(g) + ":" + moved, base->name() + "->" + to.name(),
                      base->version() + " | " + to.version(), options.threads, cpu_model()};
     };
@@ -602,10 +635,11 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     };
     const auto now = Clock::now();
     const auto base_deadline = now + std::max(Clock::duration::zero(), deadline - now) / static_cast<int>(bases.size() - i);
-    Refinement refined = refine_placement(g, *base, backends, node_seconds, inputs, measure, options, base_deadline,
+    Refinement refined = refine_placement(g, *base, backends, node_seconds, inputs, in_layout, options, base_deadline,
                                           &memory, &records);
     PlanVariant pv;
-    pv.name = "refined:" + base->name();
+    pv.name = "refined:" + base->name() + layout_suffix(layout);
+    pv.layout = layout;
     pv.predicted_seconds = -1;
     for (const Partition& p : refined.partitions)
       if (std::find(pv.backends.begin(), pv.backends.end(), p.backend->name()) == pv.backends.end())
@@ -616,7 +650,7 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
     std::vector<Partition> parts;
     std::optional<PlanTiming> timing;
     if (refined.improved) {
-      auto timed = records.time_partitions(refined.partitions, inputs, measure, owners_of(g, refined.partitions),
+      auto timed = records.time_partitions(refined.partitions, inputs, in_layout, owners_of(g, refined.partitions),
                                            static_cast<int>(refined.partitions.size()));
       if (timed.ok()) timing = std::move(*timed), pv.timing_recalled = records.last_recalled();
       else pv.error = timed.status().message();
@@ -655,6 +689,8 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
   plan.threads = options.threads;
   plan.cpu = cpu_model();
   plan.input_shapes = options.input_shapes;
+  plan.layout = layout_name(result.variants[result.chosen_variant].layout);
+  measure.layout = result.variants[result.chosen_variant].layout;  // the chosen plan's, from here on
   plan.predicted_seconds = result.search.seconds;
   plan.transition_seconds = result.search.transition_seconds;
   std::vector<Partition> partitions;

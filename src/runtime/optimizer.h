@@ -132,6 +132,9 @@ struct PlanVariant {
   // A placement's measured time is one whole-model timing of it, which the plan's prediction is
   // made of: true when that timing came from the cost database (an earlier run).
   bool timing_recalled = false;
+  // How its rank-4 tensors pass between steps: placements and their refinements are timed in
+  // both layouts (searched sets in row-major only).
+  TensorLayout layout = TensorLayout::kRowMajor;
   std::string error;
 };
 
@@ -239,9 +242,11 @@ std::vector<std::vector<double>> take_turns(int count, const std::function<std::
 // Times whole-model placements (each a list of partitions; the rest of the nodes on ref) side by
 // side: all compiled first, then taking turns (take_turns), so that a machine whose speed drifts
 // shifts them alike. One cost per placement (invalid, with the reason, when it could not be
-// built or run); `inputs` by graph input order.
+// built or run); `inputs` by graph input order. layouts[i], where given, is placement i's tensor
+// layout (else options.layout).
 std::vector<Cost> time_in_turns(const Graph& g, const std::vector<Result<std::vector<Partition>>>& placements,
-                                const std::vector<Tensor>& inputs, const MeasureOptions& options);
+                                const std::vector<Tensor>& inputs, const MeasureOptions& options,
+                                const std::vector<TensorLayout>& layouts = {});
 
 // Runs g with `partitions` end to end on `inputs` (by graph input order): the median and IQR of
 // whole runs, and the median time of each executor step (partition or reference node) by the

@@ -39,6 +39,7 @@ Result<PlanTiming> time_partitions(const Graph& g, const std::vector<Partition>&
                                    const std::vector<int>& owner, int num_owners) {
   CompileOptions copts;
   copts.threads = options.threads;
+  copts.layout = options.layout;
   TESSERA_ASSIGN_OR_RETURN(GraphExecutor exec, GraphExecutor::create(g, partitions, copts));
   BufferPool buffers;
   ThreadPool pool(options.threads);
@@ -109,20 +110,23 @@ std::vector<std::vector<double>> take_turns(int count, const std::function<std::
 }
 
 std::vector<Cost> time_in_turns(const Graph& g, const std::vector<Result<std::vector<Partition>>>& placements,
-                                const std::vector<Tensor>& inputs, const MeasureOptions& options) {
+                                const std::vector<Tensor>& inputs, const MeasureOptions& options,
+                                const std::vector<TensorLayout>& layouts) {
   struct Timed {
     std::optional<GraphExecutor> exec;
     BufferPool buffers;
     std::string error;
   };
   std::vector<std::unique_ptr<Timed>> timed;
-  for (const Result<std::vector<Partition>>& parts : placements) {
+  for (size_t i = 0; i < placements.size(); ++i) {
+    const Result<std::vector<Partition>>& parts = placements[i];
     auto t = std::make_unique<Timed>();
     if (!parts.ok()) {
       t->error = parts.status().message();
     } else {
       CompileOptions copts;
       copts.threads = options.threads;
+      copts.layout = i < layouts.size() ? layouts[i] : options.layout;
       auto exec = GraphExecutor::create(g, *parts, copts);
       if (exec.ok()) t->exec.emplace(std::move(*exec));
       else t->error = exec.status().message();
@@ -178,7 +182,13 @@ std::vector<PlacementTiming> time_placements(const Graph& g, const Plan* plan, c
       names.push_back(b->name()), placements.push_back(place_on_backend(g, *b));
     }
   }
-  std::vector<Cost> costs = time_in_turns(g, placements, inputs, options);
+  std::vector<TensorLayout> layouts(placements.size(), TensorLayout::kRowMajor);  // `run --backend`'s
+  if (plan) {
+    auto layout = parse_layout(plan->layout);
+    if (!layout.ok()) return {{"plan", Cost::invalid(layout.status().message())}};
+    layouts[0] = *layout;
+  }
+  std::vector<Cost> costs = time_in_turns(g, placements, inputs, options, layouts);
   for (size_t i = 0; i < names.size(); ++i) out.push_back({names[i], costs[i]});
   for (const auto& [name, seconds] : known) out.push_back({name, Cost::of(seconds)});
   return out;

@@ -38,6 +38,10 @@ Result<std::unique_ptr<Session>> Session::from_graph(Graph graph, const SessionO
   s->plan_ = opts.plan;
   if (s->plan_ && !s->backend_.empty() && s->backend_ != "ref")
     return invalid_argument("give either a plan or a backend, not both");
+  s->layout_ = opts.layout;
+  if (s->plan_) {
+    TESSERA_ASSIGN_OR_RETURN(s->layout_, parse_layout(s->plan_->layout));
+  }
   TESSERA_RETURN_IF_ERROR(s->compile());
   return s;
 }
@@ -54,6 +58,7 @@ Status Session::compile() {
   }
   CompileOptions copts;
   copts.threads = pool_->num_threads();
+  copts.layout = layout_;
   TESSERA_ASSIGN_OR_RETURN(GraphExecutor e, GraphExecutor::create(*graph_, parts, copts));
   executor_.emplace(std::move(e));
   return Status();

@@ -32,6 +32,8 @@ struct SessionOptions {
   // `backend` option must then be empty). Refused if made for another model. Without
   // input_shapes, the plan's are used.
   std::optional<Plan> plan;
+  // How rank-4 tensors pass between steps (CompileOptions::layout); a plan brings its own.
+  TensorLayout layout = TensorLayout::kRowMajor;
 };
 
 class Session {
@@ -70,6 +72,7 @@ class Session {
 
   std::string backend_;
   std::optional<Plan> plan_;
+  TensorLayout layout_ = TensorLayout::kRowMajor;
   std::optional<GraphExecutor> executor_;
   std::unique_ptr<ThreadPool> pool_;
   BufferPool buffers_;

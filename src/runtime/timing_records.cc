@@ -68,7 +68,8 @@ Result<PlanTiming> TimingRecords::time_partitions(const std::vector<Partition>& 
                                                   const std::vector<int>& owner, int num_owners, bool retake) {
   last_recalled_ = false;
   // By the number of owners too: a timing kept without per-owner times is not replaced by one with.
-  const std::string id = "e2e:" + placement_id(partitions) + ":" + std::to_string(num_owners),
+  const std::string id = "e2e:" + placement_id(partitions) + ":" + std::to_string(num_owners) +
+                        (options.layout == TensorLayout::kChannelsLast ? ":channels-last" : ""),
                     vers = versions({partitions});
   std::vector<int> on_ref;  // nodes no partition holds
   {
@@ -121,9 +122,12 @@ Result<PlanTiming> TimingRecords::time_partitions(const std::vector<Partition>& 
 
 std::vector<Cost> TimingRecords::time_in_turns(const std::vector<Result<std::vector<Partition>>>& placements,
                                                const std::vector<Tensor>& inputs, const MeasureOptions& options,
-                                               const std::string& purpose) {
+                                               const std::string& purpose, const std::vector<TensorLayout>& layouts) {
   std::string ids = purpose;
-  for (const auto& parts : placements) ids += ":" + placement_id(parts);
+  for (size_t i = 0; i < placements.size(); ++i) {
+    ids += ":" + placement_id(placements[i]);
+    if ((i < layouts.size() ? layouts[i] : options.layout) == TensorLayout::kChannelsLast) ids += ":channels-last";
+  }
   // "turns2": timings in take_turns' short blocks; those of its first schedule (50 ms blocks,
   // which a neighbour's on-off cycle could skew) are taken again.
   const std::string round = "turns2:" + hex(fnv1a64(ids.data(), ids.size())), vers = versions(placements);
@@ -142,7 +146,7 @@ std::vector<Cost> TimingRecords::time_in_turns(const std::vector<Result<std::vec
   }
   ++taken_;
   last_recalled_ = false;
-  std::vector<Cost> costs = tessera::time_in_turns(g_, placements, inputs, options);
+  std::vector<Cost> costs = tessera::time_in_turns(g_, placements, inputs, options, layouts);
   for (size_t i = 0; i < costs.size(); ++i) store(key(round + ":" + std::to_string(i), vers), costs[i]);
   return costs;
 }

@@ -37,7 +37,7 @@ class TimingRecords {
   // in turns for the same `purpose` before, all of them in one round.
   std::vector<Cost> time_in_turns(const std::vector<Result<std::vector<Partition>>>& placements,
                                   const std::vector<Tensor>& inputs, const MeasureOptions& options,
-                                  const std::string& purpose);
+                                  const std::string& purpose, const std::vector<TensorLayout>& layouts = {});
 
   int recalled() const { return recalled_; }  // timings answered from the database
   bool last_recalled() const { return last_recalled_; }  // the latest timing asked for was

@@ -169,7 +169,7 @@ int run_optimize(const OptimizeFlags& o) {
     // Placements far slower than the plan when they contended are not timed again.
     std::map<std::string, double> known;
     for (const PlanVariant& v : result->variants) {
-      if (v.name.rfind("placement:", 0) != 0) continue;
+      if (v.name.rfind("placement:", 0) != 0 || v.layout != TensorLayout::kRowMajor) continue;
       const double seconds = v.measured_seconds >= 0 ? v.measured_seconds : v.predicted_seconds;
       if (seconds > opts.hopeless_factor * plan.measured_seconds) known[v.name.substr(10)] = seconds;
     }

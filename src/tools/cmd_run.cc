@@ -25,6 +25,7 @@ struct RunOptions {
   int threads = 1;
   std::string backend = "ref";
   std::string plan;  // a plan from `tessera optimize`
+  std::string layout;  // "" (the plan's, else row-major), "row-major", "channels-last"
   int repeat = 1;
   int warmup = 1;
   bool json = false;
@@ -68,6 +69,11 @@ int run_model(const RunOptions& o) {
   SessionOptions so;
   so.threads = o.threads;
   so.backend = o.backend;
+  if (!o.layout.empty()) {
+    auto layout = parse_layout(o.layout);
+    if (!layout.ok()) return fail(layout.status());
+    so.layout = *layout;
+  }
   if (!o.plan.empty()) {
     if (o.backend != "ref") return fail(invalid_argument("give either --plan or --backend, not both"));
     auto plan = read_plan(o.plan);
@@ -76,6 +82,8 @@ int run_model(const RunOptions& o) {
       std::fprintf(stderr, "note: %s was measured with %d thread(s); running with %d\n", o.plan.c_str(), plan->threads,
                    o.threads);
     }
+    if (!o.layout.empty() && o.layout != plan->layout)
+      return fail(invalid_argument(o.plan + " passes tensors " + plan->layout + ", not " + o.layout));
     so.plan = std::move(*plan);
     so.backend.clear();
   }
@@ -199,6 +207,10 @@ void add_run_command(CLI::App& app, int& exit_code) {
                   "Run every node this backend supports on it, the rest on ref (see `tessera backends`)")
       ->capture_default_str();
   sub->add_option("--plan", o->plan, "Run the partitions of a plan from `tessera optimize` (PLAN.json)");
+  sub->add_option("--layout", o->layout,
+                  "How 4-D tensors pass between steps: row-major (NCHW, as ONNX has them) or channels-last "
+                  "(NHWC, as oneDNN's convolutions and XNNPACK keep them); default: the plan's, else row-major")
+      ->check(CLI::IsMember({"row-major", "channels-last"}));
   sub->add_option("--repeat", o->repeat, "Timed runs (min and median are reported)")->capture_default_str();
   sub->add_option("--warmup", o->warmup, "Untimed runs before timing")->capture_default_str();
   sub->add_flag("--json", o->json, "Print a machine-readable summary");

@@ -260,7 +260,8 @@ Status check_eltwise_node(const Graph& g, int n) {
 
 Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& nodes,
                                     const std::vector<int>& stored_values,
-                                    const std::vector<int64_t>& out_dims) {
+                                    const std::vector<int64_t>& out_dims,
+                                    const std::function<bool(int value)>& channels_last) {
   // Operands until renumbered: >= 0 an instruction's result, -1 none, program input k as -(k + 2).
   std::vector<EwInstr> code;
   std::map<int, int> produced;  // graph value -> instruction index
@@ -353,24 +354,38 @@ Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& node
     p.outputs.push_back(renumber(it->second));
   }
 
-  // Broadcast strides over out_dims, then collapse dims.
+  // Broadcast strides over out_dims (each input's element strides in its memory layout, 0 where
+  // it broadcasts), walked in the output's memory order; then collapse dims.
   const int rank = static_cast<int>(out_dims.size());
+  const bool walk_channels_last = channels_last && rank == 4;
+  std::vector<int> order(rank);
+  for (int d = 0; d < rank; ++d) order[d] = d;
+  if (walk_channels_last) order = {0, 2, 3, 1};
+  std::vector<std::vector<int64_t>> in_strides(n_in);  // by output dim
+  for (int k = 0; k < n_in; ++k) {
+    const std::vector<int64_t>& in = input_dims[k];
+    std::vector<int64_t> memory_order(in.size());
+    for (size_t j = 0; j < in.size(); ++j) memory_order[j] = static_cast<int64_t>(j);
+    if (walk_channels_last && in.size() == 4 && channels_last(input_values[k])) memory_order = {0, 2, 3, 1};
+    std::vector<int64_t> s(in.size());
+    int64_t step = 1;
+    for (int j = static_cast<int>(in.size()) - 1; j >= 0; --j) {
+      s[memory_order[j]] = step;
+      step *= in[memory_order[j]];
+    }
+    in_strides[k].assign(rank, 0);
+    for (int d = 0; d < rank; ++d) {
+      const int id = d - (rank - static_cast<int>(in.size()));
+      if (id >= 0 && in[id] != 1) in_strides[k][d] = s[id];
+    }
+  }
   std::vector<int64_t> dims;
   std::vector<std::vector<int64_t>> strides(n_in);
   p.total = shape_numel(out_dims);
-  for (int d = 0; d < rank; ++d) {
+  for (int d : order) {
     if (out_dims[d] == 1 && p.total != 0) continue;
     dims.push_back(out_dims[d]);
-    for (int k = 0; k < n_in; ++k) {
-      const std::vector<int64_t>& in = input_dims[k];
-      const int id = d - (rank - static_cast<int>(in.size()));
-      int64_t s = 0;
-      if (id >= 0 && in[id] != 1) {
-        s = 1;
-        for (size_t j = id + 1; j < in.size(); ++j) s *= in[j];
-      }
-      strides[k].push_back(s);
-    }
+    for (int k = 0; k < n_in; ++k) strides[k].push_back(in_strides[k][d]);
   }
   std::vector<int64_t> cdims;
   std::vector<std::vector<int64_t>> cstrides(n_in);
@@ -528,20 +543,33 @@ class EltwiseKernel final : public Kernel {
 
 }  // namespace
 
-Result<std::unique_ptr<Kernel>> compile_eltwise_kernel(const SubGraph& sg, const IsaKernels& isa) {
+bool is_eltwise_group(const SubGraph& sg) {
+  for (int n : sg.nodes())
+    if (!is_eltwise_op(sg.graph().node(n).op_type)) return false;
+  return true;
+}
+
+Result<std::unique_ptr<Kernel>> compile_eltwise_kernel(const SubGraph& sg, const IsaKernels& isa,
+                                                       bool channels_last) {
   const Graph& g = sg.graph();
   const std::vector<int> nodes = sg.nodes().to_vector();
   if (nodes.empty()) return invalid_argument("empty subgraph");
   const Value& first_out = g.value(g.node(nodes.front()).outputs[0]);
   if (!first_out.type.is_static()) return unimplemented("dynamic shape");
-  const std::vector<int64_t> out_dims = first_out.type.static_dims();
-  TESSERA_ASSIGN_OR_RETURN(EltwisePlan plan, compile_eltwise(g, nodes, sg.outputs(), out_dims));
+  std::vector<int64_t> out_dims = first_out.type.static_dims();
+  // Kernel inputs (not constants) are channels-last in a channels-last plan.
+  auto is_kernel_input = [&](int v) { return !g.value(v).constant; };
+  TESSERA_ASSIGN_OR_RETURN(EltwisePlan plan, compile_eltwise(g, nodes, sg.outputs(), out_dims,
+                                                             channels_last ? std::function<bool(int)>(is_kernel_input)
+                                                                           : nullptr));
+  if (channels_last && out_dims.size() == 4) out_dims = {out_dims[0], out_dims[2], out_dims[3], out_dims[1]};
   EltwiseProgram& p = plan.program;
   p.streaming =
       static_cast<double>(p.total) * sizeof(float) * p.outputs.size() >= kStreamOutputBytes;
   std::vector<ValueSource> sources;
   for (int v : plan.input_values) {
     TESSERA_ASSIGN_OR_RETURN(ValueSource s, source_of(sg, v));
+    if (channels_last && s.slot >= 0 && s.dims.size() == 4) s.dims = {s.dims[0], s.dims[2], s.dims[3], s.dims[1]};
     sources.push_back(std::move(s));
   }
   return std::unique_ptr<Kernel>(

@@ -1,6 +1,7 @@
 // From graph nodes to an EltwiseProgram, and the kernel that runs one over the session's pool.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -33,10 +34,13 @@ struct EltwisePlan {
 
 // Compiles `nodes` (elementwise, in execution order, every output of shape out_dims) into a
 // program that stores `stored_values` (outputs of those nodes) in that order. Values the nodes
-// read from outside become program inputs, broadcast to out_dims.
+// read from outside become program inputs, broadcast to out_dims. With `channels_last` and
+// rank-4 out_dims, the program walks the outputs channels-last ([N, H, W, C] in memory), and
+// reads the inputs for which channels_last(value) holds (rank 4) channels-last too.
 Result<EltwisePlan> compile_eltwise(const Graph& g, const std::vector<int>& nodes,
                                     const std::vector<int>& stored_values,
-                                    const std::vector<int64_t>& out_dims);
+                                    const std::vector<int64_t>& out_dims,
+                                    const std::function<bool(int value)>& channels_last = nullptr);
 
 // Rough cost of one output element of a program (about one unit per cheap vector operation per
 // element, more for division and transcendental functions; inputs and outputs count one).
@@ -48,7 +52,11 @@ void run_eltwise_parallel(const IsaKernels& isa, const EltwiseProgram& program,
                           const EltwiseBuffers& buffers, int64_t begin, int64_t end,
                           ThreadPool* pool);
 
-// A group of elementwise nodes with one output shape, as one kernel.
-Result<std::unique_ptr<Kernel>> compile_eltwise_kernel(const SubGraph& sg, const IsaKernels& isa);
+// A group of elementwise nodes with one output shape, as one kernel; with `channels_last`, its
+// rank-4 inputs (not constants) and outputs are channels-last (CompileOptions::layout).
+Result<std::unique_ptr<Kernel>> compile_eltwise_kernel(const SubGraph& sg, const IsaKernels& isa,
+                                                       bool channels_last = false);
+// Whether every node of sg is an elementwise op (compile_native makes it an elementwise kernel).
+bool is_eltwise_group(const SubGraph& sg);
 
 }  // namespace tessera::native

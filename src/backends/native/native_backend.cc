@@ -76,7 +76,8 @@ Status native_accepts(const SubGraph& sg) {
   return Status();
 }
 
-Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKernels& isa) {
+Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKernels& isa, bool channels_last) {
+  if (channels_last && !is_eltwise_group(sg)) return internal_error("only elementwise kernels take channels-last");
   TESSERA_RETURN_IF_ERROR(native_accepts(sg));
   const Graph& g = sg.graph();
   if (sg.size() == 1 && is_llm_op(g.node(sg.nodes().first()))) return compile_llm_kernel(sg, isa);
@@ -100,7 +101,7 @@ Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKern
   if (sg.size() == 1 && is_layout_op(g.node(sg.nodes().first()).op_type))
     return compile_layout_kernel(sg);
   if (sg.size() == 1 && is_pool_op(g.node(sg.nodes().first()).op_type)) return compile_pool_kernel(sg);
-  return compile_eltwise_kernel(sg, isa);
+  return compile_eltwise_kernel(sg, isa, channels_last);
 }
 
 }  // namespace native
@@ -152,12 +153,16 @@ class NativeBackend final : public Backend {
             {"Attention(packed QKV)", native::packed_attention_pattern()}};
   }
 
+  // Elementwise groups walk channels-last tensors in their memory order (broadcasts included).
+  bool takes_channels_last(const SubGraph& sg) const override { return native::is_eltwise_group(sg); }
+
   // Kernels run on the session's pool (KernelRunContext::pool), sized to opts.threads already,
   // with subnormal floats flushed to zero.
   Result<std::unique_ptr<Kernel>> compile(const SubGraph& sg,
-                                          const CompileOptions&) const override {
+                                          const CompileOptions& opts) const override {
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel,
-                             native::compile_native(sg, native::isa_kernels(native::best_isa())));
+                             native::compile_native(sg, native::isa_kernels(native::best_isa()),
+                                                    opts.layout == TensorLayout::kChannelsLast));
     return std::unique_ptr<Kernel>(std::make_unique<FlushingDenormals>(std::move(kernel)));
   }
 

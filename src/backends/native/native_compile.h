@@ -12,6 +12,7 @@ Status native_supports(const Graph& g, int n);
 // Single supported nodes; elementwise groups of one output shape; one MatMul / Gemm with an
 // elementwise tail of its output shape; a Concat with nearest Resizes that only it reads.
 Status native_accepts(const SubGraph& sg);
-Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKernels& isa);
+// channels_last (CompileOptions::layout): only elementwise groups (is_eltwise_group) take it.
+Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKernels& isa, bool channels_last = false);
 
 }  // namespace tessera::native

@@ -265,8 +265,10 @@ void gather(const EltwiseProgram& p, const EwInput& in, const float* base, const
     const int64_t seg = p.dims[last] - idx[last] < n - pos ? p.dims[last] - idx[last] : n - pos;
     if (in.strides[last] == 0) {
       fill<S>(g + pos, base[off], seg);
-    } else {
+    } else if (in.strides[last] == 1) {
       copy<S>(g + pos, base + off, seg);
+    } else {  // an input in another layout than the output (a constant in a channels-last plan)
+      for (int64_t i = 0; i < seg; ++i) g[pos + i] = base[off + i * in.strides[last]];
     }
     pos += seg;
     idx[last] = 0;
@@ -303,6 +305,16 @@ void eltwise_run(const EltwiseProgram& p, const EltwiseBuffers& buf, int64_t beg
   bool read[kMaxEltwiseValues];
   bool direct[kMaxEltwiseValues];
   for (int v = 0; v < p.num_values(); ++v) out_ptr[v] = nullptr, read[v] = direct[v] = false;
+  // Inputs that are one row broadcast down the others (a per-channel scale over a channels-last
+  // tensor): with tiles of whole rows, their gathered tile is the same every time, so it is
+  // gathered once (`row_vector_ready`: elements of it gathered from a row's start).
+  bool row_vector[kMaxEltwiseValues];
+  int64_t row_vector_ready[kMaxEltwiseValues];
+  for (int k = 0; k < n_in; ++k) {
+    row_vector[k] = p.rank >= 2 && inputs[k].strides[last] == 1 && row < tile;
+    for (int d = 0; d < last && row_vector[k]; ++d) row_vector[k] = inputs[k].strides[d] == 0;
+    row_vector_ready[k] = 0;
+  }
   for (int i = 0; i < n_code; ++i) {
     if (code[i].op == EwOp::kFill) continue;
     read[code[i].a] = true;
@@ -317,6 +329,8 @@ void eltwise_run(const EltwiseProgram& p, const EltwiseBuffers& buf, int64_t beg
     if (!one_row && row >= p.row_split) {
       n = row - idx[last];  // stop at the row's end rather than gather across rows
       one_row = true;
+    } else if (!one_row && n == tile) {
+      n = row - idx[last] + (tile - (row - idx[last])) / row * row;  // whole rows after this one
     }
     for (int k = 0; k < n_in; ++k) {
       const EwInput& in = inputs[k];
@@ -335,14 +349,17 @@ void eltwise_run(const EltwiseProgram& p, const EltwiseBuffers& buf, int64_t beg
           for (int64_t i = 0; i < ahead; i += 16) __builtin_prefetch(next + i, 0, 0);
         else
           for (int64_t i = 0; i < ahead; i += 16) __builtin_prefetch(next + i, 0, 3);
-      } else if (one_row) {
+      } else if (one_row && in.strides[last] <= 1) {
         int64_t off = 0;
         for (int d = 0; d < p.rank; ++d) off += idx[d] * in.strides[d];
         loc[k] = in.strides[last] == 0 ? Loc{nullptr, base[off]} : Loc{base + off, 0};
+      } else if (row_vector[k] && idx[last] == 0 && row_vector_ready[k] >= n) {
+        loc[k] = Loc{gathered + k * stride, 0};
       } else {
         float* g = gathered + k * stride;
         gather<S>(p, in, base, idx, n, g);
         loc[k] = Loc{g, 0};
+        if (row_vector[k]) row_vector_ready[k] = idx[last] == 0 ? n : 0;
       }
     }
     for (int o = 0; o < n_out; ++o) {

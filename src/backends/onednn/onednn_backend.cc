@@ -26,8 +26,8 @@ void run_openmp_region(int num_threads, void* ctx, void (*body)(void* ctx, int t
 
 class OnednnKernel final : public Kernel {
  public:
-  OnednnKernel(const SubGraph& sg, Program prog, int threads)
-      : sg_(sg), prog_(std::move(prog)), threads_(threads) {}
+  OnednnKernel(const SubGraph& sg, Program prog, int threads, bool channels_last)
+      : sg_(sg), prog_(std::move(prog)), threads_(threads), channels_last_(channels_last) {}
 
   // Builds the plan for these input dims now (compile time, static shapes).
   Status prepare(const std::vector<Dims>& input_dims) {
@@ -46,6 +46,10 @@ class OnednnKernel final : public Kernel {
                                 "' must be float32");
       }
       key.push_back(inputs[i]->dims());
+      if (channels_last_ && key.back().size() == 4) {  // the ONNX dims of a channels-last tensor
+        const Dims d = key.back();
+        key.back() = {d[0], d[3], d[1], d[2]};
+      }
     }
     std::lock_guard<std::mutex> lock(mu_);
     TESSERA_ASSIGN_OR_RETURN(Plan * plan, plan_for(key));
@@ -59,7 +63,7 @@ class OnednnKernel final : public Kernel {
   Result<Plan*> plan_for(const std::vector<Dims>& key) {
     for (auto& [dims, plan] : plans_)
       if (dims == key) return plan.get();
-    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, Plan::build(sg_, prog_, key, threads_));
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, Plan::build(sg_, prog_, key, threads_, channels_last_));
     if (plans_.size() >= kMaxPlans) plans_.erase(plans_.begin());
     plans_.emplace_back(key, std::move(plan));
     return plans_.back().second.get();
@@ -68,6 +72,7 @@ class OnednnKernel final : public Kernel {
   SubGraph sg_;
   Program prog_;
   int threads_;
+  bool channels_last_;
   std::mutex mu_;
   std::vector<std::pair<std::vector<Dims>, std::unique_ptr<Plan>>> plans_;
 };
@@ -137,7 +142,7 @@ class OnednnBackend final : public Backend {
       dims.push_back(g.value(v).type.static_dims());
     }
     TESSERA_ASSIGN_OR_RETURN(Program prog, onednn::lower_subgraph(sg));
-    auto plan = Plan::build(sg, prog, dims, 1, /*trial=*/true);
+    auto plan = Plan::build(sg, prog, dims, 1, /*channels_last=*/false, /*trial=*/true);
     if (!plan.ok()) return unimplemented(plan.status().message());
     return Status();
   }
@@ -238,7 +243,8 @@ class OnednnBackend final : public Backend {
                                           const CompileOptions& opts) const override {
     TESSERA_RETURN_IF_ERROR(accepts(sg));
     TESSERA_ASSIGN_OR_RETURN(Program prog, onednn::lower_subgraph(sg));
-    auto kernel = std::make_unique<OnednnKernel>(sg, std::move(prog), opts.threads);
+    auto kernel = std::make_unique<OnednnKernel>(sg, std::move(prog), opts.threads,
+                                                 opts.layout == TensorLayout::kChannelsLast);
     std::vector<Dims> dims;
     bool all_static = true;
     for (int v : sg.inputs()) {
@@ -252,6 +258,9 @@ class OnednnBackend final : public Backend {
     if (all_static) TESSERA_RETURN_IF_ERROR(kernel->prepare(dims));
     return std::unique_ptr<Kernel>(std::move(kernel));
   }
+  // Its plans read and write boundary tensors in either layout (a reorder only where a primitive
+  // wants another).
+  bool takes_channels_last(const SubGraph&) const override { return true; }
 };
 
 }  // namespace

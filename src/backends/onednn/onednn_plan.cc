@@ -46,8 +46,12 @@ bool verbose() {
 
 }  // namespace
 
-PlanBuilder::PlanBuilder(const SubGraph& sg, int threads)
-    : sg_(sg), g_(sg.graph()), threads_(threads), build_stream_(cpu_engine()) {}
+PlanBuilder::PlanBuilder(const SubGraph& sg, int threads, bool channels_last)
+    : sg_(sg), g_(sg.graph()), threads_(threads), channels_last_io_(channels_last), build_stream_(cpu_engine()) {}
+
+memory::desc PlanBuilder::io_desc(const Dims& dims) const {
+  return channels_last_io_ && dims.size() == 4 ? channels_last_desc(dims) : plain_desc(dims);
+}
 
 // ---- tensors ----
 
@@ -101,7 +105,7 @@ Result<int> PlanBuilder::operand_tensor(const Operand& o) {
   return value_tensor_[o.value];
 }
 
-Result<int> PlanBuilder::to_layout(int t, const memory::desc& want) {
+Result<int> PlanBuilder::to_layout(int t, memory::desc want) {
   if (md(t) == want) return t;
   for (const auto& [from, to] : layout_cache_)
     if (from == t && md(to) == want) return to;
@@ -475,8 +479,8 @@ Status PlanBuilder::bind_outputs() {
       return internal_error("onednn plan: output '" + g_.value(v).name + "' is not produced");
     const int t = value_tensor_[v];
     TensorInfo& root = tensors_[tensors_[t].root];
-    if (root.storage == Storage::kArena && is_plain(md(t)) &&
-        root.md.get_size() == md(t).get_size() && is_plain(root.md)) {
+    if (root.storage == Storage::kArena && md(t) == io_desc(dims(t)) &&
+        root.md.get_size() == md(t).get_size() && root.md == io_desc(root.dims)) {
       // Written directly into the output buffer.
       root.storage = Storage::kOutput;
       root.slot = static_cast<int>(o);
@@ -487,7 +491,7 @@ Status PlanBuilder::bind_outputs() {
         }
       continue;
     }
-    int out = add_tensor(dims(t), plain_desc(dims(t)), Storage::kOutput);
+    int out = add_tensor(dims(t), io_desc(dims(t)), Storage::kOutput);
     tensors_[out].slot = static_cast<int>(o);
     dnnl::reorder::primitive_desc pd(cpu_engine(), md(t), cpu_engine(), md(out));
     add_step(dnnl::reorder(pd), {{DNNL_ARG_FROM, t}, {DNNL_ARG_TO, out}}, "output reorder",
@@ -586,7 +590,7 @@ Result<std::unique_ptr<Plan>> PlanBuilder::build(const Program& prog,
   set_threads(threads_);
   value_tensor_.assign(g_.num_values(), -1);
   for (size_t i = 0; i < input_dims.size(); ++i) {
-    int t = add_tensor(input_dims[i], plain_desc(input_dims[i]), Storage::kInput);
+    int t = add_tensor(input_dims[i], io_desc(input_dims[i]), Storage::kInput);
     tensors_[t].slot = static_cast<int>(i);
     value_tensor_[sg_.inputs()[i]] = t;
   }
@@ -618,7 +622,11 @@ Result<std::unique_ptr<Plan>> PlanBuilder::build(const Program& prog,
   TESSERA_RETURN_IF_ERROR(guarded("outputs", [&] { return bind_outputs(); }));
   if (trial) return plan;
   TESSERA_RETURN_IF_ERROR(guarded("memory", [&] { return plan_memory(*plan); }));
-  for (int v : sg_.outputs()) plan->output_dims_.push_back(dims(value_tensor_[v]));
+  for (int v : sg_.outputs()) {
+    Dims d = dims(value_tensor_[v]);
+    if (channels_last_io_ && d.size() == 4) d = {d[0], d[2], d[3], d[1]};  // the buffer's dims
+    plan->output_dims_.push_back(d);
+  }
   if (verbose())
     std::fprintf(stderr, "onednn plan %s\n%s", sg_.label().c_str(), plan->describe().c_str());
   return plan;
@@ -628,8 +636,8 @@ Result<std::unique_ptr<Plan>> PlanBuilder::build(const Program& prog,
 
 Result<std::unique_ptr<Plan>> Plan::build(const SubGraph& sg, const Program& prog,
                                           const std::vector<Dims>& input_dims, int threads,
-                                          bool trial) {
-  return PlanBuilder(sg, threads).build(prog, input_dims, trial);
+                                          bool channels_last, bool trial) {
+  return PlanBuilder(sg, threads, channels_last).build(prog, input_dims, trial);
 }
 
 Plan::~Plan() { std::free(arena_); }

@@ -4,7 +4,8 @@
 // primitive is created, constant weights are reordered into the layouts the primitives chose,
 // and the intermediate tensors get offsets in one arena by liveness. Inside the plan tensors stay
 // in oneDNN's blocked layouts; the subgraph inputs are read and its outputs written in plain
-// row-major layout, with reorders only where a primitive wants another layout.
+// row-major layout (or channels-last when the plan exchanges tensors so), with reorders only
+// where a primitive wants another layout.
 #pragma once
 
 #include <memory>
@@ -20,9 +21,10 @@ namespace tessera::onednn {
 class Plan {
  public:
   // A trial build (supports()) only creates the primitives: no memory, no verbose report.
+  // input_dims are the ONNX dims; channels_last: rank-4 inputs and outputs are channels-last.
   static Result<std::unique_ptr<Plan>> build(const SubGraph& sg, const Program& prog,
                                              const std::vector<Dims>& input_dims, int threads,
-                                             bool trial = false);
+                                             bool channels_last = false, bool trial = false);
   ~Plan();
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;

@@ -28,7 +28,8 @@ inline int64_t product(const Dims& d, size_t from, size_t to) {
 
 class PlanBuilder {
  public:
-  PlanBuilder(const SubGraph& sg, int threads);
+  // channels_last: the subgraph's rank-4 inputs and outputs are channels-last (CompileOptions).
+  PlanBuilder(const SubGraph& sg, int threads, bool channels_last);
   Result<std::unique_ptr<Plan>> build(const Program& prog, const std::vector<Dims>& input_dims,
                                       bool trial);
 
@@ -69,7 +70,8 @@ class PlanBuilder {
   int constant_tensor(const Tensor& data);
   int zero_tensor(const Dims& dims);
   // t in layout md: itself, or a reordered copy (done now for constants, a step otherwise).
-  Result<int> to_layout(int t, const memory::desc& md);
+  // want by value: callers pass md() of another tensor, which adding a tensor may move.
+  Result<int> to_layout(int t, memory::desc want);
   Result<int> to_plain(int t) { return to_layout(t, plain_desc(dims(t))); }
   // t as plain row-major data with other dims of the same element count.
   Result<int> reshape(int t, const Dims& new_dims);
@@ -118,6 +120,9 @@ class PlanBuilder {
   const SubGraph& sg_;
   const Graph& g_;
   int threads_;
+  bool channels_last_io_;
+  // The layout of an input or output tensor of these dims.
+  memory::desc io_desc(const Dims& dims) const;
   dnnl::stream build_stream_;
   std::vector<TensorInfo> tensors_;
   std::vector<int> value_tensor_;      // graph value -> tensor as produced

@@ -29,6 +29,8 @@ class TensorAllocator {
   virtual Tensor allocate_uninitialized(DType dtype, std::vector<int64_t> dims) {
     return allocate(dtype, std::move(dims));
   }
+  // Gives back a kernel's scratch tensor for reuse (a pool's buffer); the default drops it.
+  virtual void release(Tensor& t) { t = Tensor(); }
 };
 
 // Plain heap allocation.

@@ -118,8 +118,12 @@ class XnnpackBackend final : public Backend {
     TESSERA_RETURN_IF_ERROR(available());
     for (int n : sg.nodes()) TESSERA_RETURN_IF_ERROR(supports(sg.graph(), n));
     TESSERA_RETURN_IF_ERROR(accepts(sg));
-    return xnnpack::XnnpackKernel::create(sg, subgraph_is_nhwc(sg), opts.threads);
+    const bool nhwc = subgraph_is_nhwc(sg);
+    return xnnpack::XnnpackKernel::create(sg, nhwc, opts.threads,
+                                          nhwc && opts.layout == TensorLayout::kChannelsLast);
   }
+  // A subgraph that runs NHWC inside takes channels-last tensors as they are.
+  bool takes_channels_last(const SubGraph& sg) const override { return subgraph_is_nhwc(sg); }
 };
 
 }  // namespace

@@ -19,7 +19,8 @@ float* XnnpackKernel::Port::stage() {
   return staging.get();
 }
 
-Result<std::unique_ptr<Kernel>> XnnpackKernel::create(const SubGraph& sg, bool nhwc, int threads) {
+Result<std::unique_ptr<Kernel>> XnnpackKernel::create(const SubGraph& sg, bool nhwc, int threads,
+                                                      bool channels_last_io) {
   std::unique_ptr<XnnpackKernel> k(new XnnpackKernel());
   const Graph& g = sg.graph();
   if (threads > 1) {
@@ -49,6 +50,10 @@ Result<std::unique_ptr<Kernel>> XnnpackKernel::create(const SubGraph& sg, bool n
     p.dims = g.value(v).type.static_dims();
     // A 4-D value whose NHWC data is its NCHW data (C == 1 or H * W == 1) needs no transpose.
     p.nhwc = emitter.is_nhwc(v) && !nhwc_is_plain(p.dims);
+    if (channels_last_io && emitter.is_nhwc(v)) {  // the tensor is NHWC already
+      p.nhwc = false;
+      p.dims = {p.dims[0], p.dims[2], p.dims[3], p.dims[1]};
+    }
     for (int c : g.value(v).consumers)
       p.read_inside = p.read_inside || (!is_input && sg.nodes().contains(c));
     (is_input ? k->inputs_ : k->outputs_).push_back(std::move(p));

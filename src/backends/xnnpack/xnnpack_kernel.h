@@ -23,7 +23,10 @@ namespace tessera::xnnpack {
 class XnnpackKernel final : public Kernel {
  public:
   // Builds the XNNPACK subgraph for sg (nhwc: the subgraph's layout) and creates its runtime.
-  static Result<std::unique_ptr<Kernel>> create(const SubGraph& sg, bool nhwc, int threads);
+  // channels_last_io (an NHWC subgraph in a channels-last plan): its 4-D inputs and outputs are
+  // NHWC already, and pass without transposes.
+  static Result<std::unique_ptr<Kernel>> create(const SubGraph& sg, bool nhwc, int threads,
+                                                bool channels_last_io = false);
   ~XnnpackKernel() override;
 
   Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
