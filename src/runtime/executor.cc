@@ -267,7 +267,7 @@ Result<std::vector<Tensor>> GraphExecutor::run(const std::vector<Tensor>& inputs
     out.push_back(tensor_of(v));
     if (channels_last && !g.value(v).constant && out.back().rank() == 4) {
       out.back() = to_row_major(values[v], buffers);
-      if (!keep_values && !g.value(v).is_graph_input) converted.push_back(v);
+      if (!keep_values) converted.push_back(v);  // the channels-last copy is this run's
     }
   }
   for (int v : converted)
