@@ -161,10 +161,12 @@ TEST(ChannelsLast, BackendsSayWhichGroupsTakeTheLayout) {
     EXPECT_TRUE(native->takes_channels_last(single("Mul")));
     EXPECT_FALSE(native->takes_channels_last(single("Conv")));
   }
-  if (const Backend* onednn = find_backend("onednn"); onednn && onednn->available().ok())
+  if (const Backend* onednn = find_backend("onednn"); onednn && onednn->available().ok()) {
     EXPECT_TRUE(onednn->takes_channels_last(single("Conv")));
-  if (const Backend* xnnpack = find_backend("xnnpack"); xnnpack && xnnpack->available().ok())
+  }
+  if (const Backend* xnnpack = find_backend("xnnpack"); xnnpack && xnnpack->available().ok()) {
     EXPECT_TRUE(xnnpack->takes_channels_last(single("Conv")));
+  }
   EXPECT_FALSE(ref_backend().takes_channels_last(single("Mul")));
 }
 
@@ -181,7 +183,9 @@ TEST(ChannelsLast, PlanKeepsItsLayoutAndRefusesAnUnknownOne) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("unknown tensor layout 'nchw'"), std::string::npos);
   // A plan from before layouts existed runs row-major.
-  text = plan_to_json(Plan{.model_hash = "0123456789abcdef"});
+  Plan row_major;
+  row_major.model_hash = "0123456789abcdef";
+  text = plan_to_json(row_major);
   text.erase(text.find("\"layout\""), std::string("\"layout\": \"row-major\",").size());
   auto old = plan_from_json(text);
   ASSERT_TRUE(old.ok()) << old.status().to_string() << "\n" << text;
