@@ -118,6 +118,10 @@ class Backend {
 // converting is part of the kernel's measured cost).
 Result<std::unique_ptr<Kernel>> compile_in_layout(const Backend& b, const SubGraph& sg, const CompileOptions& opts);
 
+// The dims of a rank-4 tensor stored channels-last: [N, C, H, W] -> [N, H, W, C]; and back.
+std::vector<int64_t> channels_last_dims(const std::vector<int64_t>& nchw);
+std::vector<int64_t> row_major_dims(const std::vector<int64_t>& nhwc);
+
 // A rank-4 tensor [N, C, H, W] copied channels-last ([N, H, W, C]), and back; other ranks and
 // non-numeric tensors are returned as they are (sharing storage).
 Tensor to_channels_last(const Tensor& t, TensorAllocator& alloc);

@@ -16,6 +16,9 @@ Result<TensorLayout> parse_layout(const std::string& name) {
   return invalid_argument("unknown tensor layout '" + name + "' (row-major or channels-last)");
 }
 
+std::vector<int64_t> channels_last_dims(const std::vector<int64_t>& d) { return {d[0], d[2], d[3], d[1]}; }
+std::vector<int64_t> row_major_dims(const std::vector<int64_t>& d) { return {d[0], d[3], d[1], d[2]}; }
+
 namespace {
 
 // dst[n][j][i] = src[n][i][j] for i < rows, j < cols, in tiles that stay in L1.
@@ -66,13 +69,13 @@ bool convertible(const Tensor& t) {
 Tensor to_channels_last(const Tensor& t, TensorAllocator& alloc) {
   if (!convertible(t)) return t;
   const auto& d = t.dims();
-  return transposed(t, {d[0], d[2], d[3], d[1]}, d[1], d[2] * d[3], alloc);
+  return transposed(t, channels_last_dims(d), d[1], d[2] * d[3], alloc);
 }
 
 Tensor to_row_major(const Tensor& t, TensorAllocator& alloc) {
   if (!convertible(t)) return t;
   const auto& d = t.dims();
-  return transposed(t, {d[0], d[3], d[1], d[2]}, d[1] * d[2], d[3], alloc);
+  return transposed(t, row_major_dims(d), d[1] * d[2], d[3], alloc);
 }
 
 namespace {

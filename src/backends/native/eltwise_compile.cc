@@ -562,14 +562,14 @@ Result<std::unique_ptr<Kernel>> compile_eltwise_kernel(const SubGraph& sg, const
   TESSERA_ASSIGN_OR_RETURN(EltwisePlan plan, compile_eltwise(g, nodes, sg.outputs(), out_dims,
                                                              channels_last ? std::function<bool(int)>(is_kernel_input)
                                                                            : nullptr));
-  if (channels_last && out_dims.size() == 4) out_dims = {out_dims[0], out_dims[2], out_dims[3], out_dims[1]};
+  if (channels_last && out_dims.size() == 4) out_dims = channels_last_dims(out_dims);
   EltwiseProgram& p = plan.program;
   p.streaming =
       static_cast<double>(p.total) * sizeof(float) * p.outputs.size() >= kStreamOutputBytes;
   std::vector<ValueSource> sources;
   for (int v : plan.input_values) {
     TESSERA_ASSIGN_OR_RETURN(ValueSource s, source_of(sg, v));
-    if (channels_last && s.slot >= 0 && s.dims.size() == 4) s.dims = {s.dims[0], s.dims[2], s.dims[3], s.dims[1]};
+    if (channels_last && s.slot >= 0 && s.dims.size() == 4) s.dims = channels_last_dims(s.dims);
     sources.push_back(std::move(s));
   }
   return std::unique_ptr<Kernel>(

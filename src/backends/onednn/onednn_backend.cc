@@ -46,10 +46,7 @@ class OnednnKernel final : public Kernel {
                                 "' must be float32");
       }
       key.push_back(inputs[i]->dims());
-      if (channels_last_ && key.back().size() == 4) {  // the ONNX dims of a channels-last tensor
-        const Dims d = key.back();
-        key.back() = {d[0], d[3], d[1], d[2]};
-      }
+      if (channels_last_ && key.back().size() == 4) key.back() = row_major_dims(key.back());  // its ONNX dims
     }
     std::lock_guard<std::mutex> lock(mu_);
     TESSERA_ASSIGN_OR_RETURN(Plan * plan, plan_for(key));

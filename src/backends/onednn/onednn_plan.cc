@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backends/backend.h"
 #include "backends/onednn/onednn_plan_builder.h"
 
 namespace tessera::onednn {
@@ -624,7 +625,7 @@ Result<std::unique_ptr<Plan>> PlanBuilder::build(const Program& prog,
   TESSERA_RETURN_IF_ERROR(guarded("memory", [&] { return plan_memory(*plan); }));
   for (int v : sg_.outputs()) {
     Dims d = dims(value_tensor_[v]);
-    if (channels_last_io_ && d.size() == 4) d = {d[0], d[2], d[3], d[1]};  // the buffer's dims
+    if (channels_last_io_ && d.size() == 4) d = channels_last_dims(d);  // the buffer's dims
     plan->output_dims_.push_back(d);
   }
   if (verbose())

@@ -1,3 +1,4 @@
+#include "backends/backend.h"
 #include "backends/xnnpack/xnnpack_emitter.h"
 
 #include <algorithm>
@@ -57,7 +58,7 @@ Emitter::Emitter(const SubGraph& sg, bool nhwc, xnn_subgraph_t subgraph, StaticS
 
 std::vector<size_t> Emitter::layout_dims(int v) const {
   std::vector<int64_t> d = dims(v);
-  return to_sizes(is_nhwc(v) ? to_nhwc(d) : d);
+  return to_sizes(is_nhwc(v) ? channels_last_dims(d) : d);
 }
 
 Status Emitter::define_external() {
@@ -127,14 +128,14 @@ Result<uint32_t> Emitter::operand(int v, int out_rank) {
     std::vector<float> data(t.data<float>(), t.data<float>() + t.numel());
     if (out_nhwc) {
       data = nchw_to_nhwc(data.data(), e);
-      e = to_nhwc(e);
+      e = channels_last_dims(e);
     }
     return constant(to_sizes(e), data);
   }
   TESSERA_ASSIGN_OR_RETURN(uint32_t id, value(v));
   if (val.type.rank() == out_rank || !out_nhwc) return id;  // XNNPACK broadcasts lower ranks itself
   // A lower-rank operand of an NHWC result: the same data, viewed in NHWC order.
-  std::vector<size_t> d = to_sizes(to_nhwc(expand_rank(dims(v), out_rank)));
+  std::vector<size_t> d = to_sizes(channels_last_dims(expand_rank(dims(v), out_rank)));
   TESSERA_ASSIGN_OR_RETURN(uint32_t out, internal(d));
   xnn_status st = xnn_define_static_reshape(subgraph_, d.size(), d.data(), id, out, 0);
   if (st != xnn_status_success)

@@ -52,7 +52,7 @@ Result<std::unique_ptr<Kernel>> XnnpackKernel::create(const SubGraph& sg, bool n
     p.nhwc = emitter.is_nhwc(v) && !nhwc_is_plain(p.dims);
     if (channels_last_io && emitter.is_nhwc(v)) {  // the tensor is NHWC already
       p.nhwc = false;
-      p.dims = {p.dims[0], p.dims[2], p.dims[3], p.dims[1]};
+      p.dims = channels_last_dims(p.dims);
     }
     for (int c : g.value(v).consumers)
       p.read_inside = p.read_inside || (!is_input && sg.nodes().contains(c));

@@ -11,7 +11,6 @@ int nhwc_axis(int nchw_axis) {
   return kMap[nchw_axis];
 }
 
-std::vector<int64_t> to_nhwc(const std::vector<int64_t>& d) { return {d[0], d[2], d[3], d[1]}; }
 
 bool nhwc_is_plain(const std::vector<int64_t>& d) { return d[1] == 1 || d[2] * d[3] == 1; }
 

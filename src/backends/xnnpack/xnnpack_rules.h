@@ -27,8 +27,6 @@ struct Range {
 
 // Position in NHWC order of NCHW axis a (N 0 -> 0, C 1 -> 3, H 2 -> 1, W 3 -> 2).
 int nhwc_axis(int nchw_axis);
-// NCHW dims in NHWC order.
-std::vector<int64_t> to_nhwc(const std::vector<int64_t>& nchw);
 // Whether a 4-D tensor's NHWC data equals its NCHW data (C == 1 or H * W == 1), so that a
 // reshape can cross between an NHWC value and a plain one.
 bool nhwc_is_plain(const std::vector<int64_t>& nchw);

@@ -6,6 +6,7 @@
 // x[N,H,1,W,1,C] * 1[1,1,kh,1,kw,1] is the upsampled tensor [N,H*kh,W*kw,C].
 #include <cmath>
 
+#include "backends/backend.h"
 #include "backends/xnnpack/xnnpack_emitter.h"
 #include "ops/op_registry.h"
 
@@ -58,7 +59,7 @@ Status emit_concat(Emitter& e, const Node& node) {
   size_t offset = 0;
   for (int i = 0; i < n.num_inputs(); ++i) {
     std::vector<int64_t> d = n.input_dims(i);
-    if (e.is_nhwc(yv)) d = to_nhwc(d);
+    if (e.is_nhwc(yv)) d = channels_last_dims(d);
     const size_t size = static_cast<size_t>(d[axis]);
     std::vector<size_t> pre(rank, 0), post(rank, 0);
     pre[axis] = offset;
