@@ -564,6 +564,7 @@ int run_bench(const BenchOptions& o) {
     std::fprintf(stderr, "bench: %s not found (make models): no model Conv cases\n",
                  o.model.c_str());
   }
+  for (BenchCase& c : se_projection_cases()) cases.push_back(std::move(c));
   for (BenchCase& c : depthwise_cases()) cases.push_back(std::move(c));
   for (BenchCase& c : elementwise_cases()) cases.push_back(std::move(c));
   std::erase_if(cases, [&](const BenchCase& c) { return !matches(c, o.filter); });

@@ -263,6 +263,38 @@ BenchCase channel_scale_case(int64_t channels, int64_t h, int64_t w) {
   return c;
 }
 
+// A squeeze-excite block's output projection: x * s (s per channel, computed at run time), a 1x1
+// Conv and BatchNormalization: 2 * C * OC * H * W flops.
+BenchCase se_projection_case(int64_t channels, int64_t out_channels, int64_t h, int64_t w) {
+  BenchCase c;
+  c.name = "conv1x1(x*s[c])+bn " + std::to_string(channels) + "x" + std::to_string(h) + "x" +
+           std::to_string(w) + " o" + std::to_string(out_channels);
+  c.group = "conv";
+  c.work = 2.0 * channels * out_channels * h * w;
+  c.ref_cheap = true;
+  c.build = [=, name = c.name]() -> Result<Graph> {
+    Graph g = new_graph(name);
+    int x = g.add_input("x", TensorType::of(DType::kFloat32, {1, channels, h, w}));
+    int scale = g.add_input("s", TensorType::of(DType::kFloat32, {1, channels, 1, 1}));
+    int wt = g.add_constant("W", random_tensor({out_channels, channels, 1, 1}, 2,
+                                               1.0f / std::sqrt(static_cast<float>(channels))));
+    std::vector<int> bn = {g.add_constant("gamma", random_tensor({out_channels}, 3)),
+                           g.add_constant("beta", random_tensor({out_channels}, 4)),
+                           g.add_constant("mean", random_tensor({out_channels}, 5))};
+    Tensor var = random_tensor({out_channels}, 6);
+    for (int64_t k = 0; k < out_channels; ++k) var.data<float>()[k] = 1.0f + std::fabs(var.data<float>()[k]);
+    bn.push_back(g.add_constant("var", std::move(var)));
+    int xs = g.add_value("xs"), conv = g.add_value("conv"), y = g.add_value("y");
+    g.add_node("Mul", {x, scale}, {xs}, {}, "mul");
+    g.add_node("Conv", {xs, wt}, {conv}, {{"kernel_shape", Attribute::of_ints({1, 1})}}, "conv");
+    g.add_node("BatchNormalization", {conv, bn[0], bn[1], bn[2], bn[3]}, {y}, {}, "bn");
+    g.mark_output(y);
+    TESSERA_RETURN_IF_ERROR(finish(g));
+    return g;
+  };
+  return c;
+}
+
 }  // namespace
 
 Tensor random_tensor(const std::vector<int64_t>& dims, uint64_t seed, float scale) {
@@ -282,6 +314,12 @@ std::vector<BenchCase> gemm_cases() {
   return {gemm_case(1, 4096, 4096),   gemm_case(64, 768, 768),   gemm_case(512, 512, 512),
           gemm_case(2048, 2048, 2048), gemm_case(40, 120, 360),   gemm_case(40, 240, 120),
           gemm_case(40, 120, 6625), gemm_softmax_case(40, 120, 6625)};
+}
+
+std::vector<BenchCase> se_projection_cases() {
+  // The PP-OCR cls model's squeeze-excite projections: its first, a middle and its last.
+  return {se_projection_case(8, 8, 12, 96), se_projection_case(88, 16, 3, 96),
+          se_projection_case(200, 32, 2, 96)};
 }
 
 std::vector<BenchCase> depthwise_cases() {

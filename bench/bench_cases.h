@@ -31,6 +31,8 @@ struct BenchCase {
 
 // MatMul with a constant weight B: M x K times K x N.
 std::vector<BenchCase> gemm_cases();
+// x * s[c] -> 1x1 Conv -> BatchNormalization (squeeze-excite output projections).
+std::vector<BenchCase> se_projection_cases();
 // Depthwise convs of typical mobile-net sizes.
 std::vector<BenchCase> depthwise_cases();
 // relu(a*b + c) and hardswish written out as x*clip(x+3,0,6)/6, larger than caches and cache-sized.

@@ -103,7 +103,7 @@ Result<int> find_anchor(const SubGraph& sg, const std::string& op_type) {
 }
 
 Result<AffineTailPlan> plan_affine_tail(const SubGraph& sg, int anchor_node,
-                                        std::vector<int64_t> out_dims) {
+                                        std::vector<int64_t> out_dims, int head) {
   const Graph& g = sg.graph();
   AffineTailPlan p;
   p.anchor = anchor_node;
@@ -112,7 +112,7 @@ Result<AffineTailPlan> plan_affine_tail(const SubGraph& sg, int anchor_node,
   // The anchor reads the group's inputs: nodes before it in a group (a Mul feeding the Conv) have
   // no kernel here to run them.
   for (int v : anchor.inputs) {
-    if (v != kNoValue && sg.nodes().contains(g.value(v).producer))
+    if (v != kNoValue && g.value(v).producer != head && sg.nodes().contains(g.value(v).producer))
       return unimplemented(g.node(p.anchor).op_type + " must come first in its group (" +
                            g.node(g.value(v).producer).op_type + " feeds it)");
   }
@@ -136,7 +136,7 @@ Result<AffineTailPlan> plan_affine_tail(const SubGraph& sg, int anchor_node,
   p.folded_value = cur;
   const std::vector<int64_t> tail_dims = g.value(cur).type.static_dims();
   for (int n : sg.nodes()) {
-    if (n == p.anchor || std::find(folded.begin(), folded.end(), n) != folded.end()) continue;
+    if (n == p.anchor || n == head || std::find(folded.begin(), folded.end(), n) != folded.end()) continue;
     const Node& node = g.node(n);
     if (!is_eltwise_op(node.op_type))
       return unimplemented(node.op_type + " after a " + anchor.op_type);
@@ -153,21 +153,26 @@ Result<AffineTailPlan> plan_affine_tail(const SubGraph& sg, int anchor_node,
   return p;
 }
 
-Status EltwiseTail::init(const SubGraph& sg, const AffineTailPlan& plan) {
+Status EltwiseTail::init(const SubGraph& sg, const AffineTailPlan& plan, bool channels_last) {
   const Graph& g = sg.graph();
-  out_dims_ = plan.out_dims;
+  channels_last = channels_last && plan.out_dims.size() == 4;
+  out_dims_ = channels_last ? channels_last_dims(plan.out_dims) : plan.out_dims;
   empty_ = plan.tail.empty();
   const int y = plan.folded_value;
   for (int v : sg.outputs())
     if (v != y) stored_.push_back(v);
   if (!empty_) {
-    TESSERA_ASSIGN_OR_RETURN(plan_, compile_eltwise(g, plan.tail, stored_, out_dims_));
+    auto is_tensor = [&](int v) { return !g.value(v).constant; };
+    TESSERA_ASSIGN_OR_RETURN(plan_, compile_eltwise(g, plan.tail, stored_, plan.out_dims,
+                                                    channels_last ? std::function<bool(int)>(is_tensor)
+                                                                  : nullptr));
     for (int v : plan_.input_values) {
       if (v == y) {
         sources_.push_back(ValueSource{});  // slot -1, no constant: y itself
         continue;
       }
       TESSERA_ASSIGN_OR_RETURN(ValueSource src, source_of(sg, v));
+      if (channels_last && src.slot >= 0 && src.dims.size() == 4) src.dims = channels_last_dims(src.dims);
       sources_.push_back(std::move(src));
     }
   }

@@ -34,17 +34,21 @@ struct AffineTailPlan {
   std::vector<int> tail;
 };
 
-// Plans `sg` around `anchor` (its input 2, when present, is a per-channel bias constant).
 // The one node of `op_type` in sg (the group's anchor), or why there is not exactly one.
 Result<int> find_anchor(const SubGraph& sg, const std::string& op_type);
 
+// Plans `sg` around `anchor` (its input 2, when present, is a per-channel bias constant). `head`,
+// when not -1, is a node of sg feeding the anchor that the kernel computes itself (a scaling Mul);
+// every other node the anchor reads must come from outside the group.
 Result<AffineTailPlan> plan_affine_tail(const SubGraph& sg, int anchor,
-                                        std::vector<int64_t> out_dims);
+                                        std::vector<int64_t> out_dims, int head = -1);
 
 // The values a group's kernel stores and how its tail runs, fixed at compile time.
 class EltwiseTail {
  public:
-  Status init(const SubGraph& sg, const AffineTailPlan& plan);
+  // With `channels_last`, the output and the rank-4 values the tail reads (not constants) are
+  // [N, H, W, C] in memory, as CompileOptions::layout kChannelsLast passes them.
+  Status init(const SubGraph& sg, const AffineTailPlan& plan, bool channels_last = false);
   bool empty() const { return empty_; }
   int64_t scratch_floats() const { return empty_ ? 0 : plan_.program.scratch_floats(); }
 

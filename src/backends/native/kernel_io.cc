@@ -43,4 +43,16 @@ ScratchBuffer::ScratchBuffer(int64_t n) {
 }
 ScratchBuffer::~ScratchBuffer() { std::free(data_); }
 
+RunScratch::RunScratch(ScratchSlot slot, int64_t n) {
+  if (n > kHeldFloats) {
+    own_ = std::make_unique<ScratchBuffer>(n);
+    data_ = own_->data();
+    return;
+  }
+  thread_local std::unique_ptr<ScratchBuffer> held[static_cast<int>(ScratchSlot::kCount)];
+  std::unique_ptr<ScratchBuffer>& h = held[static_cast<int>(slot)];
+  if (!h) h = std::make_unique<ScratchBuffer>(kHeldFloats);
+  data_ = h->data();
+}
+
 }  // namespace tessera::native

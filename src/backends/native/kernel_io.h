@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "backends/backend.h"
@@ -35,6 +36,23 @@ class ScratchBuffer {
   const float* data() const { return data_; }
 
  private:
+  float* data_;
+};
+
+// Per-run scratch of at least n floats, 64-byte aligned, uninitialized. Up to kHeldFloats it is a
+// buffer the calling thread keeps for its next run with the same slot (grown when too small): small
+// kernels then do not allocate per run, which for buffers past malloc's mmap threshold cost page
+// faults on every run. Larger ones are allocated for this run alone. One per slot per thread at a
+// time.
+enum class ScratchSlot { kGemmA, kGemmB, kGemmHook, kCount };
+class RunScratch {
+ public:
+  static constexpr int64_t kHeldFloats = int64_t{1} << 18;  // 1 MiB a slot
+  RunScratch(ScratchSlot slot, int64_t n);
+  float* data() { return data_; }
+
+ private:
+  std::unique_ptr<ScratchBuffer> own_;
   float* data_;
 };
 

@@ -14,6 +14,7 @@
 #include "backends/native/layout_kernels.h"
 #include "backends/native/llm_kernels.h"
 #include "backends/native/native_compile.h"
+#include "backends/native/pointwise_conv.h"
 #include "backends/native/pool_kernels.h"
 #include "backends/native/row_kernels.h"
 #include "ir/parallel.h"
@@ -49,7 +50,12 @@ Status native_accepts(const SubGraph& sg) {
   }
   for (int n : sg.nodes()) {
     if (is_deconv_op(g.node(n).op_type)) return check_deconv_group(sg);
-    if (is_conv_op(g.node(n).op_type)) return check_conv_group(sg);
+    if (!is_conv_op(g.node(n).op_type)) continue;
+    if (!conv_has_head(sg)) return check_conv_group(sg);
+    if (Status st = check_pointwise_conv_group(sg); !st.ok())
+      return unimplemented("Conv must come first in its group, unless it is a 1x1 convolution after a per-channel "
+                           "scaling Mul (" + st.message() + ")");
+    return Status();
   }
   for (int n : sg.nodes()) {
     const std::string& op = g.node(n).op_type;
@@ -76,8 +82,13 @@ Status native_accepts(const SubGraph& sg) {
   return Status();
 }
 
+bool native_takes_channels_last(const SubGraph& sg) {
+  return is_eltwise_group(sg) || check_pointwise_conv_group(sg).ok();
+}
+
 Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKernels& isa, bool channels_last) {
-  if (channels_last && !is_eltwise_group(sg)) return internal_error("only elementwise kernels take channels-last");
+  if (channels_last && !native_takes_channels_last(sg))
+    return internal_error("only elementwise kernels and 1x1 convolutions take channels-last");
   TESSERA_RETURN_IF_ERROR(native_accepts(sg));
   const Graph& g = sg.graph();
   if (sg.size() == 1 && is_llm_op(g.node(sg.nodes().first()))) return compile_llm_kernel(sg, isa);
@@ -92,7 +103,10 @@ Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKern
   for (int n : sg.nodes()) {
     if (is_gemm_op(g.node(n).op_type)) return compile_gemm_kernel(sg, isa);
     if (is_deconv_op(g.node(n).op_type)) return compile_deconv_kernel(sg, isa);
-    if (is_conv_op(g.node(n).op_type)) return compile_conv_kernel(sg, isa);
+    if (is_conv_op(g.node(n).op_type)) {
+      if (channels_last || conv_has_head(sg)) return compile_pointwise_conv(sg, isa, channels_last);
+      return compile_conv_kernel(sg, isa);
+    }
   }
   if (sg.size() == 1 && g.node(sg.nodes().first()).op_type == "BatchNormalization")
     return compile_batch_norm_kernel(sg);
@@ -129,7 +143,7 @@ class NativeBackend final : public Backend {
     // The revision is part of every cost database key of this backend: raise it when what the
     // kernels accept or how fast they run changes, so that costs measured before (a group once
     // refused, a slower kernel) are measured again instead of read back.
-    return std::string("tessera native r10 (") + native::isa_name(native::best_isa()) + ")";
+    return std::string("tessera native r11 (") + native::isa_name(native::best_isa()) + ")";
   }
   Status available() const override { return Status(); }  // the scalar kernels run anywhere
   FusionStyle fusion_style() const override { return FusionStyle::kTvmLike; }
@@ -150,11 +164,13 @@ class NativeBackend final : public Backend {
 
   std::vector<FusedPattern> fused_patterns() const override {
     return {{"LayerNormalization(decomposed)", native::decomposed_layer_norm_pattern()},
-            {"Attention(packed QKV)", native::packed_attention_pattern()}};
+            {"Attention(packed QKV)", native::packed_attention_pattern()},
+            {"Conv(scaled input)", native::scaled_pointwise_conv_pattern()}};
   }
 
-  // Elementwise groups walk channels-last tensors in their memory order (broadcasts included).
-  bool takes_channels_last(const SubGraph& sg) const override { return native::is_eltwise_group(sg); }
+  // Elementwise groups walk channels-last tensors in their memory order (broadcasts included); 1x1
+  // convolutions are a GEMM either way round.
+  bool takes_channels_last(const SubGraph& sg) const override { return native::native_takes_channels_last(sg); }
 
   // Kernels run on the session's pool (KernelRunContext::pool), sized to opts.threads already,
   // with subnormal floats flushed to zero.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 namespace tessera::native {
 namespace {
@@ -131,17 +132,19 @@ void sgemm_batched(const IsaKernels& isa, const GemmShape& s,
   const int64_t a_floats =
       pack_whole_a ? slab_rows * s.k : std::max<int64_t>(bl.mc * kKc, 16384 + bl.mr * kKc);
   parallel(pool, batches * slabs, 1, [&](int64_t t0, int64_t t1) {
-    ScratchBuffer a_pack(a_floats);
-    ScratchBuffer hook_scratch(hooks.scratch_floats);
-    std::unique_ptr<ScratchBuffer> own_b;
-    if (pack_per_task) own_b = std::make_unique<ScratchBuffer>(b_floats);
+    RunScratch a_scratch(ScratchSlot::kGemmA, a_floats), hook_scratch_(ScratchSlot::kGemmHook, hooks.scratch_floats);
+    std::optional<RunScratch> b_scratch;
+    if (pack_per_task) b_scratch.emplace(ScratchSlot::kGemmB, b_floats);
+    float* const a_pack = a_scratch.data();
+    float* const hook_scratch = hook_scratch_.data();
+    float* const own_b = b_scratch ? b_scratch->data() : nullptr;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t batch = t / slabs, im = (t % slabs) / tn, in = (t % slabs) % tn;
       const GemmOperands& op = problems[batch];
       const float* bp = b_panels[batch];
       if (pack_per_task) {
-        pack_b(op.b, s.b_rs, s.b_cs, s.k, s.n, bl.nr, own_b->data());
-        bp = own_b->data();
+        pack_b(op.b, s.b_rs, s.b_cs, s.k, s.n, bl.nr, own_b);
+        bp = own_b;
       }
       const int64_t m0 = std::min(s.m, im * ceil_div(m_panels, tm) * bl.mr);
       const int64_t m1 = std::min(s.m, (im + 1) * ceil_div(m_panels, tm) * bl.mr);
@@ -152,7 +155,7 @@ void sgemm_batched(const IsaKernels& isa, const GemmShape& s,
       const int64_t kc_max = m1 - m0 <= bl.mr ? std::max<int64_t>(kKc, 16384 / bl.mr) : kKc;
       // Row block ic, k block pc of the packed A: ic blocks are mc (a multiple of mr) rows.
       auto a_block = [&](int64_t ic, int64_t mc, int64_t pc) {
-        return a_pack.data() + (ic - m0) * s.k + pc * (ceil_div(mc, bl.mr) * bl.mr);
+        return a_pack + (ic - m0) * s.k + pc * (ceil_div(mc, bl.mr) * bl.mr);
       };
       if (pack_whole_a) {
         for (int64_t ic = m0; ic < m1; ic += bl.mc) {
@@ -167,12 +170,12 @@ void sgemm_batched(const IsaKernels& isa, const GemmShape& s,
         const int64_t nc = std::min(bl.nc, n1 - jc);
         for (int64_t ic = m0; ic < m1; ic += bl.mc) {
           const int64_t mc = std::min(bl.mc, m1 - ic);
-          if (hooks.init) hooks.init(batch, ic, ic + mc, jc, jc + nc, hook_scratch.data());
+          if (hooks.init) hooks.init(batch, ic, ic + mc, jc, jc + nc, hook_scratch);
           for (int64_t pc = 0; pc < s.k; pc += kc_max) {
             const int64_t kc = std::min(kc_max, s.k - pc);
-            const float* ap = pack_whole_a ? a_block(ic, mc, pc) : a_pack.data();
+            const float* ap = pack_whole_a ? a_block(ic, mc, pc) : a_pack;
             if (!pack_whole_a)
-              pack_a(op.a, s.a_rs, s.a_cs, ic, mc, pc, kc, bl.mr, s.alpha, a_pack.data());
+              pack_a(op.a, s.a_rs, s.a_cs, ic, mc, pc, kc, bl.mr, s.alpha, a_pack);
             const bool accumulate = pc > 0 || static_cast<bool>(hooks.init);
             for (int64_t jr = jc; jr < jc + nc; jr += bl.nr) {
               const int cols = static_cast<int>(std::min<int64_t>(bl.nr, jc + nc - jr));
@@ -184,7 +187,7 @@ void sgemm_batched(const IsaKernels& isa, const GemmShape& s,
               }
             }
           }
-          if (hooks.finish) hooks.finish(batch, ic, ic + mc, jc, jc + nc, hook_scratch.data());
+          if (hooks.finish) hooks.finish(batch, ic, ic + mc, jc, jc + nc, hook_scratch);
         }
       }
     }
