@@ -46,18 +46,23 @@ class PoisoningAllocator final : public TensorAllocator {
 inline SubGraph whole(const testing_graph::TestGraph& t) { return SubGraph(t.g, NodeSet::all(t.g.num_nodes())); }
 
 // `kernel`, compiled from the whole graph of t, run at `threads` on t's inputs; outputs in graph
-// output order (none when the kernel did not compile or failed, with a test failure).
+// output order (none when the kernel did not compile or failed, with a test failure). With
+// `channels_last`, a kernel compiled for that layout: rank-4 inputs go in as NHWC, and its outputs
+// come back converted to row-major.
 inline std::vector<Tensor> run_whole_graph(const testing_graph::TestGraph& t,
                                            const Result<std::unique_ptr<Kernel>>& kernel,
-                                           int threads) {
+                                           int threads, bool channels_last = false) {
   EXPECT_TRUE(kernel.ok()) << kernel.status().to_string();
   if (!kernel.ok()) return {};
   const SubGraph sg = whole(t);
-  std::vector<const Tensor*> in;
+  PoisoningAllocator buffers;
+  std::vector<Tensor> given;
+  given.reserve(sg.inputs().size());
   for (int v : sg.inputs())
     for (size_t i = 0; i < t.g.inputs().size(); ++i)
-      if (t.g.inputs()[i] == v) in.push_back(&t.inputs[i]);
-  PoisoningAllocator buffers;
+      if (t.g.inputs()[i] == v) given.push_back(channels_last ? to_channels_last(t.inputs[i], buffers) : t.inputs[i]);
+  std::vector<const Tensor*> in;
+  for (const Tensor& x : given) in.push_back(&x);
   ThreadPool pool(threads);
   KernelRunContext ctx{buffers, &pool};
   std::vector<Tensor> out(sg.outputs().size());
@@ -67,7 +72,7 @@ inline std::vector<Tensor> run_whole_graph(const testing_graph::TestGraph& t,
   std::vector<Tensor> result;
   for (int v : t.g.outputs())
     for (size_t o = 0; o < sg.outputs().size(); ++o)
-      if (sg.outputs()[o] == v) result.push_back(out[o]);
+      if (sg.outputs()[o] == v) result.push_back(channels_last ? to_row_major(out[o], buffers) : out[o]);
   return result;
 }
 

@@ -35,41 +35,14 @@ std::string dims_str(const Dims& d) {
   return s + "]";
 }
 
-// The whole graph as one channels-last kernel: rank-4 inputs converted to NHWC before, outputs
-// back after.
-std::vector<Tensor> run_channels_last(const TestGraph& t, const native::IsaKernels& isa, int threads) {
-  const SubGraph sg = testing_native::whole(t);
-  auto kernel = native::compile_native(sg, isa, /*channels_last=*/true);
-  EXPECT_TRUE(kernel.ok()) << kernel.status().to_string();
-  if (!kernel.ok()) return {};
-  testing_native::PoisoningAllocator buffers;
-  std::vector<Tensor> converted;
-  converted.reserve(sg.inputs().size());
-  for (int v : sg.inputs())
-    for (size_t i = 0; i < t.g.inputs().size(); ++i)
-      if (t.g.inputs()[i] == v) converted.push_back(to_channels_last(t.inputs[i], buffers));
-  std::vector<const Tensor*> in;
-  for (const Tensor& x : converted) in.push_back(&x);
-  ThreadPool pool(threads);
-  KernelRunContext ctx{buffers, &pool};
-  std::vector<Tensor> out(sg.outputs().size());
-  const Status st = (*kernel)->run(in, out, ctx);
-  EXPECT_TRUE(st.ok()) << st.to_string();
-  if (!st.ok()) return {};
-  std::vector<Tensor> result;
-  for (int v : t.g.outputs())
-    for (size_t o = 0; o < sg.outputs().size(); ++o)
-      if (sg.outputs()[o] == v) result.push_back(to_row_major(out[o], buffers));
-  return result;
-}
-
 // Both layouts, every ISA, 1 and 2 threads.
 void expect_matches_ref(const TestGraph& t, const std::string& what) {
   testing_native::expect_matches_ref(t, kTolerance, what + " (row-major)");
   const std::vector<Tensor> want = testing_graph::run_ref(t);
   for (const native::IsaKernels* isa : isas()) {
     for (int threads : {1, 2}) {
-      const std::vector<Tensor> got = run_channels_last(t, *isa, threads);
+      const std::vector<Tensor> got = testing_native::run_whole_graph(
+          t, native::compile_native(testing_native::whole(t), *isa, /*channels_last=*/true), threads, true);
       ASSERT_EQ(got.size(), want.size()) << what;
       for (size_t o = 0; o < got.size(); ++o) {
         ASSERT_EQ(got[o].dims(), want[o].dims()) << what << " output " << o;
