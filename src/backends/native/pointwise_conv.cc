@@ -109,22 +109,20 @@ class PointwiseConvKernel final : public Kernel {
     const Node& conv = g.node(plan_.affine.anchor);
     const Tensor& w = *g.value(conv.inputs[1]).constant;
     const int64_t c = plan_.c, oc = plan_.oc;
-    // W' [OC, C]: the weights times the folded scale of their output channel.
+    // W' (the weights times the folded scale of their output channel) as the product reads it:
+    // [C, OC] channels-last (B), [OC, C] row-major (A).
     weights_.assign(static_cast<size_t>(oc * c), 0.0f);
     for (int64_t o = 0; o < oc; ++o)
-      for (int64_t i = 0; i < c; ++i) weights_[o * c + i] = static_cast<float>(w.as_double(o * c + i)) * plan_.affine.scale[o];
-    if (channels_last_) {  // W'^T [C, OC]: what B's panels copy
-      weights_t_.resize(weights_.size());
-      for (int64_t o = 0; o < oc; ++o)
-        for (int64_t i = 0; i < c; ++i) weights_t_[i * oc + o] = weights_[o * c + i];
-    }
+      for (int64_t i = 0; i < c; ++i)
+        weights_[channels_last_ ? i * oc + o : o * c + i] =
+            static_cast<float>(w.as_double(o * c + i)) * plan_.affine.scale[o];
     const int xv = plan_.head.node >= 0 ? plan_.head.x : conv.inputs[0];
     TESSERA_ASSIGN_OR_RETURN(x_, source_of(sg, xv));
     if (plan_.head.node >= 0) {
       TESSERA_ASSIGN_OR_RETURN(s_, source_of(sg, plan_.head.s));
     } else if (channels_last_) {  // a constant B: packed once
-      packed_.emplace_back(packed_b_floats(c, oc, isa_.gemm_nr));
-      pack_b(weights_.data(), 1, c, c, oc, isa_.gemm_nr, packed_.back().data());
+      packed_ = std::make_unique<ScratchBuffer>(packed_b_floats(c, oc, isa_.gemm_nr));
+      pack_b(weights_.data(), oc, 1, c, oc, isa_.gemm_nr, packed_->data());
     }
     if (channels_last_) {
       if (x_.slot >= 0) x_.dims = channels_last_dims(x_.dims);
@@ -158,7 +156,7 @@ class PointwiseConvKernel final : public Kernel {
             for (int64_t i = 0; i < c; ++i) {
               const float si = sb[i * plan_.s_channel_stride];
               float* row = panel + i * nr;
-              for (int64_t j = 0; j < cols; ++j) row[j] = weights_t_[i * oc + o0 + j] * si;
+              for (int64_t j = 0; j < cols; ++j) row[j] = weights_[i * oc + o0 + j] * si;
               std::fill(row + cols, row + nr, 0.0f);
             }
           }
@@ -172,7 +170,7 @@ class PointwiseConvKernel final : public Kernel {
     }
     auto weights_of = [&](int64_t b) -> const float* {
       if (s) return scaled[weight_sets == 1 ? 0 : b].data();
-      return channels_last_ ? packed_[0].data() : weights_.data();
+      return channels_last_ ? packed_->data() : weights_.data();
     };
     GemmShape shape;
     std::vector<GemmOperands> problems;
@@ -222,9 +220,8 @@ class PointwiseConvKernel final : public Kernel {
   const IsaKernels& isa_;
   PointwisePlan plan_;
   bool channels_last_;
-  std::vector<float> weights_;    // W' [OC, C]
-  std::vector<float> weights_t_;  // W'^T [C, OC] (channels-last)
-  std::vector<ScratchBuffer> packed_;
+  std::vector<float> weights_;             // W': [C, OC] channels-last, else [OC, C]
+  std::unique_ptr<ScratchBuffer> packed_;  // W' packed as B (channels-last, no scale)
   ValueSource x_, s_;
   EltwiseTail tail_;
 };
