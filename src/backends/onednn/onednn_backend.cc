@@ -95,10 +95,11 @@ class OnednnBackend final : public Backend {
 
   std::string version() const override {
     const dnnl_version_t* v = dnnl_version();
-    // "plan r2": the revision of how tessera builds and runs the primitives (r2: tiny units on
-    // one thread), part of every cost database key like the native backend's revision.
+    // "plan r3": the revision of how tessera builds and runs the primitives (r2: tiny units on
+    // one thread; r3: matmul operands oneDNN only reads with its reference code are made plain),
+    // part of every cost database key like the native backend's revision.
     std::string version = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-                          std::to_string(v->patch) + " (tessera plan r2)";
+                          std::to_string(v->patch) + " (tessera plan r3)";
     // How OpenMP's idle workers wait changes every time measured (and how a plan that hands over
     // to other threads runs): costs taken under one setting are not reused under another.
     for (const char* name : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"})
