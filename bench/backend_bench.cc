@@ -43,6 +43,10 @@ struct BenchOptions {
   std::string model = "models/ch_PP-OCRv4_det_infer.onnx";
   std::string model_shape = "1x3x640x640";
   bool cold = false;  // evict the caches before every timed run (as a kernel meets them in a model)
+  // How rank-4 inputs and outputs are stored (as in a plan): channels-last kernels get their
+  // inputs converted once, before timing, and a backend that does not take channels-last has its
+  // conversions timed with it (compile_in_layout), as the partitioner measures it.
+  TensorLayout layout = TensorLayout::kRowMajor;
 
   double min_seconds() const { return quick ? 0.1 : 0.3; }  // repeat until this much time...
   int min_runs() const { return quick ? 3 : 5; }            // ...and at least this many runs
@@ -81,15 +85,16 @@ struct Measurement {
 class CompiledCase {
  public:
   static Result<CompiledCase> compile(const Backend& b, const Graph& g, int threads,
-                                      std::string& grouping) {
+                                      TensorLayout layout, std::string& grouping) {
     CompiledCase cc(g);
     CompileOptions opts;
     opts.threads = threads;
+    opts.layout = layout;
     // Kernels may keep pointers into their SubGraph: each lives on the heap, never moved.
     auto whole = std::make_unique<SubGraph>(g, NodeSet::all(g.num_nodes()));
     Status accepted = b.accepts(*whole);
     if (accepted.ok()) {
-      TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> k, b.compile(*whole, opts));
+      TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> k, compile_in_layout(b, *whole, opts));
       cc.steps_.push_back({std::move(whole), std::move(k)});
       return cc;
     }
@@ -97,7 +102,7 @@ class CompiledCase {
     for (int n = 0; n < g.num_nodes(); ++n) {
       auto sg = std::make_unique<SubGraph>(g, NodeSet::of(g.num_nodes(), {n}));
       TESSERA_RETURN_IF_ERROR(b.accepts(*sg));
-      TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> k, b.compile(*sg, opts));
+      TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> k, compile_in_layout(b, *sg, opts));
       cc.steps_.push_back({std::move(sg), std::move(k)});
     }
     return cc;
@@ -178,7 +183,7 @@ std::optional<double> relative_error(const std::vector<Tensor>& got,
 // Compiles and times the case graph on one backend. `first_outputs` receives a copy of the first
 // run's outputs (for the correctness check).
 // `probe` (bandwidth cases beyond the caches): a triad pass follows every timed run.
-Measurement measure(const Backend& b, const Graph& g, const std::vector<Tensor>& inputs,
+Measurement measure(const Backend& b, const Graph& g, const std::vector<Tensor>& row_major_inputs,
                     const BenchOptions& o, ThreadPool& threads,
                     std::vector<Tensor>& first_outputs, double work, TriadProbe* probe) {
   Measurement m;
@@ -189,7 +194,7 @@ Measurement measure(const Backend& b, const Graph& g, const std::vector<Tensor>&
       return m;
     }
   }
-  Result<CompiledCase> cc = CompiledCase::compile(b, g, o.threads, m.grouping);
+  Result<CompiledCase> cc = CompiledCase::compile(b, g, o.threads, o.layout, m.grouping);
   if (!cc.ok()) {
     m.status = "compile failed";
     m.reason = cc.status().message();
@@ -197,6 +202,10 @@ Measurement measure(const Backend& b, const Graph& g, const std::vector<Tensor>&
   }
   m.kernels = cc->kernels();
   BufferPool pool;
+  const bool channels_last = o.layout == TensorLayout::kChannelsLast;
+  std::vector<Tensor> inputs;
+  for (const Tensor& t : row_major_inputs)
+    inputs.push_back(channels_last ? to_channels_last(t, pool) : t);
   std::vector<Tensor> outs;
   std::vector<double> times;
   double total = 0;
@@ -223,7 +232,8 @@ Measurement measure(const Backend& b, const Graph& g, const std::vector<Tensor>&
     if (Status st = timed_run(); !st.ok()) return fail(st);
     if (i == 0) {
       m.first_run_seconds = times[0];
-      for (const Tensor& t : outs) first_outputs.push_back(t.clone());
+      for (const Tensor& t : outs)
+        first_outputs.push_back(channels_last ? to_row_major(t, pool).clone() : t.clone());
     }
     for (Tensor& t : outs) pool.release(t);
     if (total > o.max_seconds()) break;
@@ -419,8 +429,8 @@ void print_table(const std::vector<CaseResult>& results, const MachinePeak& peak
     i += group.size();
     bool flops = group[0]->c.work_kind == WorkKind::kFlops;
     double peak_rate = flops ? peak.fma_gflops_nt : peak.triad_gbps;
-    std::printf("\n%s; peak %.1f %s at %d threads\n", group_title(group[0]->c.group, o.model).c_str(), peak_rate,
-                flops ? "GFLOP/s" : "GB/s", o.threads);
+    std::printf("\n%s; peak %.1f %s at %d threads, %s\n", group_title(group[0]->c.group, o.model).c_str(),
+                peak_rate, flops ? "GFLOP/s" : "GB/s", o.threads, layout_name(o.layout));
     std::printf("%-*s", kNameWidth, "case");
     for (const Backend* b : shown) std::printf(" %*s", kCellWidth, b->name().c_str());
     std::printf("  max rel err\n");
@@ -454,6 +464,7 @@ nlohmann::json to_json(const std::vector<CaseResult>& results, const MachinePeak
   j["threads"] = o.threads;
   j["quick"] = o.quick;
   j["filter"] = o.filter;
+  j["layout"] = tessera::layout_name(o.layout);
   std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
@@ -645,8 +656,15 @@ int main(int argc, char** argv) {
   app.add_flag("--cold", o.cold,
                "write a 64 MiB buffer before every run, so operands come from memory, as they "
                "often do inside a model");
+  std::string layout = "row-major";
+  app.add_option("--layout", layout,
+                 "how rank-4 tensors enter and leave the kernels, as in a plan: row-major or "
+                 "channels-last (inputs converted before timing; a backend that cannot take "
+                 "channels-last is timed with its conversions)")
+      ->check(CLI::IsMember({"row-major", "channels-last"}));
   app.add_option("--model", o.model, "ONNX model whose Conv layers are cases");
   app.add_option("--model-shape", o.model_shape, "the model's input shape");
   CLI11_PARSE(app, argc, argv);
+  o.layout = *tessera::parse_layout(layout);
   return tessera::bench::run_bench(o);
 }
