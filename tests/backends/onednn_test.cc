@@ -65,6 +65,19 @@ class Builder {
 Attribute ints(Dims v) { return Attribute::of_ints(std::move(v)); }
 Attribute one(int64_t v) { return Attribute::of_int(v); }
 
+// got must agree with want within tol * max|want| (NaN only where want has NaN).
+void expect_close(const Tensor& got, const Tensor& want, double tol, const std::string& name) {
+  ASSERT_EQ(got.dims(), want.dims()) << name;
+  double max_diff = 0, max_ref = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double x = got.data<float>()[i], y = want.data<float>()[i];
+    max_diff = std::max(max_diff, std::isnan(x) != std::isnan(y) ? INFINITY : std::fabs(x - y));
+    max_ref = std::max(max_ref, std::fabs(y));
+  }
+  EXPECT_LE(max_diff, tol * std::max(max_ref, 1e-6))
+      << name << ": max |a-b| " << max_diff << ", max |ref| " << max_ref;
+}
+
 // Runs g on onednn (expecting `onednn_steps` kernels and no reference steps) and on ref; every
 // output must agree within tol * max|ref|.
 void expect_matches_ref(const Graph& g, const std::map<std::string, Tensor>& inputs,
@@ -86,18 +99,7 @@ void expect_matches_ref(const Graph& g, const std::map<std::string, Tensor>& inp
     ASSERT_TRUE(a.ok()) << a.status().to_string();
     auto b = (*ref)->run(inputs);
     ASSERT_TRUE(b.ok()) << b.status().to_string();
-    for (const auto& [name, want] : *b) {
-      const Tensor& got = a->at(name);
-      ASSERT_EQ(got.dims(), want.dims()) << name;
-      double max_diff = 0, max_ref = 0;
-      for (int64_t i = 0; i < want.numel(); ++i) {
-        const double x = got.data<float>()[i], y = want.data<float>()[i];
-        max_diff = std::max(max_diff, std::isnan(x) != std::isnan(y) ? INFINITY : std::fabs(x - y));
-        max_ref = std::max(max_ref, std::fabs(y));
-      }
-      EXPECT_LE(max_diff, tol * std::max(max_ref, 1e-6))
-          << name << ": max |a-b| " << max_diff << ", max |ref| " << max_ref;
-    }
+    for (const auto& [name, want] : *b) expect_close(a->at(name), want, tol, name);
   }
 }
 
@@ -340,15 +342,7 @@ TEST(Onednn, ChannelsLastAttentionMatMulsAvoidTheReferenceImplementation) {
   ASSERT_TRUE(want.ok());
   for (size_t o = 0; o < out.size(); ++o) {
     const std::string& name = g.value(sg.outputs()[o]).name;
-    Tensor got = to_row_major(out[o], pool);
-    const Tensor& w = want->at(name);
-    ASSERT_EQ(got.dims(), w.dims()) << name;
-    double max_diff = 0, max_ref = 0;
-    for (int64_t i = 0; i < w.numel(); ++i) {
-      max_diff = std::max(max_diff, std::fabs(double(got.data<float>()[i]) - w.data<float>()[i]));
-      max_ref = std::max(max_ref, std::fabs(double(w.data<float>()[i])));
-    }
-    EXPECT_LE(max_diff, 1e-5 * max_ref) << name;
+    expect_close(to_row_major(out[o], pool), want->at(name), 1e-5, name);
   }
 }
 
