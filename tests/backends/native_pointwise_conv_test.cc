@@ -1,6 +1,7 @@
 // The native 1x1 convolution as a GEMM (pointwise_conv.cc) against the reference kernels, in both
 // layouts, for every ISA this CPU runs at 1 and 2 threads, on seeded random data: with and without
-// bias, output channels off the GEMM panel width, one and two images; opened by a squeeze-excitation
+// bias, output channels off the GEMM panel width, more input channels than one k block, one and
+// two images; opened by a squeeze-excitation
 // Mul (a per-channel scale from a kernel input, per image, the operands either way round, a scalar
 // constant) that the kernel folds into its weights; with BatchNormalization folded and a residual
 // Add + Relu tail, intermediates exported. The groups it must refuse, and the fused-pattern
@@ -71,7 +72,8 @@ TEST(NativePointwiseConv, PlainConvolutionsInBothLayouts) {
     bool bias;
   };
   for (const Case& c : {Case{{1, 8, 12, 9}, 8, true}, Case{{2, 24, 5, 7}, 40, false}, Case{{1, 200, 2, 96}, 32, true},
-                        Case{{1, 3, 1, 1}, 70, true}}) {
+                        Case{{1, 3, 1, 1}, 70, true},
+                        Case{{1, 300, 3, 7}, 48, true}}) {  // k blocks of 256, read in place channels-last
     TestGraph t;
     const int y = pointwise(t, t.input(c.x), c.x[1], c.oc, c.bias);
     t.finish({y});

@@ -131,6 +131,11 @@ struct IsaKernels {
   using GemmMicroFn = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                                int n, bool accumulate);
   GemmMicroFn gemm_micro[16];
+  // The same with A read in place: A(i, k) = a[i * lda + k] (no packing; rows of a channels-last
+  // activation).
+  using GemmMicroRowsFn = void (*)(int64_t kc, const float* a, int64_t lda, const float* b, float* c,
+                                   int64_t ldc, int n, bool accumulate);
+  GemmMicroRowsFn gemm_micro_rows[16];
 
   // Direct convolution: output channels per packed weight block, and one output row of a block.
   int conv_oc_block;

@@ -1,7 +1,7 @@
 // 1x1 convolutions as GEMMs (see pointwise_conv.h). Per image b, with W' the weights times the
 // folded affine scale (per output channel) and, when the group opens with x * s, times s (per
 // input channel, packed again each run):
-//   channels-last: Y_b [HW, OC] = X_b [HW, C] * W'^T [C, OC]   (B = W'^T, packed)
+//   channels-last: Y_b [HW, OC] = X_b [HW, C] * W'^T [C, OC]   (B = W'^T, packed; X_b read in place)
 //   row-major:     Y_b [OC, HW] = W' [OC, C] * X_b [C, HW]      (A = W'; sgemm packs X_b)
 // Each block of Y starts from the folded shift and gets the elementwise tail once it is complete.
 #include "backends/native/pointwise_conv.h"
@@ -176,7 +176,7 @@ class PointwiseConvKernel final : public Kernel {
     std::vector<GemmOperands> problems;
     if (channels_last_) {
       shape.m = hw, shape.k = c, shape.n = oc;
-      shape.a_rs = c, shape.b_packed = true;
+      shape.a_rs = c, shape.b_packed = true, shape.a_in_place = true;
       for (int64_t b = 0; b < plan_.n; ++b) problems.push_back({x + b * hw * c, weights_of(b), y + b * hw * oc});
     } else {
       shape.m = oc, shape.k = c, shape.n = hw;

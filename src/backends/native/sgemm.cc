@@ -134,10 +134,12 @@ void sgemm_batched(const IsaKernels& isa, const GemmShape& s,
   // floats, rather than once per column block.
   constexpr int64_t kMaxPackedA = int64_t{1} << 22;
   const int64_t slab_rows = ceil_div(m_panels, tm) * bl.mr;
+  const bool a_in_place = s.a_in_place && s.a_cs == 1 && s.alpha == 1.0f;
   const bool pack_whole_a =
-      ceil_div(n_panels, tn) * bl.nr > bl.nc && slab_rows * s.k <= kMaxPackedA;
-  const int64_t a_floats =
-      pack_whole_a ? slab_rows * s.k : std::max<int64_t>(bl.mc * kKc, 16384 + bl.mr * kKc);
+      !a_in_place && ceil_div(n_panels, tn) * bl.nr > bl.nc && slab_rows * s.k <= kMaxPackedA;
+  const int64_t a_floats = a_in_place     ? 0
+                           : pack_whole_a ? slab_rows * s.k
+                                          : std::max<int64_t>(bl.mc * kKc, 16384 + bl.mr * kKc);
   parallel(pool, batches * slabs, 1, [&](int64_t t0, int64_t t1) {
     RunScratch a_scratch(ScratchSlot::kGemmA, a_floats), hook_scratch_(ScratchSlot::kGemmHook, hooks.scratch_floats);
     std::optional<RunScratch> b_scratch;
@@ -181,7 +183,7 @@ void sgemm_batched(const IsaKernels& isa, const GemmShape& s,
           for (int64_t pc = 0; pc < s.k; pc += kc_max) {
             const int64_t kc = std::min(kc_max, s.k - pc);
             const float* ap = pack_whole_a ? a_block(ic, mc, pc) : a_pack;
-            if (!pack_whole_a)
+            if (!pack_whole_a && !a_in_place)
               pack_a(op.a, s.a_rs, s.a_cs, ic, mc, pc, kc, bl.mr, s.alpha, a_pack);
             const bool accumulate = pc > 0 || static_cast<bool>(hooks.init);
             for (int64_t jr = jc; jr < jc + nc; jr += bl.nr) {
@@ -189,8 +191,13 @@ void sgemm_batched(const IsaKernels& isa, const GemmShape& s,
               const float* b_block = bp + jr * s.k + pc * bl.nr;
               for (int64_t ir = 0; ir < mc; ir += bl.mr) {
                 const int rows = static_cast<int>(std::min<int64_t>(bl.mr, mc - ir));
-                isa.gemm_micro[rows - 1](kc, ap + ir * kc, b_block, op.c + (ic + ir) * s.ldc + jr,
-                                         s.ldc, cols, accumulate);
+                float* c = op.c + (ic + ir) * s.ldc + jr;
+                if (a_in_place) {
+                  isa.gemm_micro_rows[rows - 1](kc, op.a + (ic + ir) * s.a_rs + pc, s.a_rs, b_block, c, s.ldc,
+                                                cols, accumulate);
+                } else {
+                  isa.gemm_micro[rows - 1](kc, ap + ir * kc, b_block, c, s.ldc, cols, accumulate);
+                }
               }
             }
           }

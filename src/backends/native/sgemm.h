@@ -27,6 +27,7 @@ struct GemmShape {
   int64_t b_rs = 0, b_cs = 1;  // raw B(kk, j) = b[kk * b_rs + j * b_cs], when not packed
   int64_t ldc = 0;             // C(i, j) = c[i * ldc + j]
   bool b_packed = false;       // GemmOperands::b points at pack_b panels
+  bool a_in_place = false;     // A's rows are read where they are (a_cs == 1, alpha == 1), not packed
   float alpha = 1.0f;
 };
 

@@ -6,10 +6,12 @@
 
 namespace tessera::native::simd {
 
-// C[M x n] (+)= A[M x kc] * B[kc x NV*W]: A packed [k][kAStride] (kAStride >= M), B packed
-// [k][NV*W] and 64-byte aligned. n <= NV*W columns of C are written (masked at the edge).
-template <class S, int kAStride, int M, int NV>
-void gemm_micro(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int n,
+// C[M x n] (+)= A[M x kc] * B[kc x NV*W], B packed [k][NV*W] and 64-byte aligned, A read
+// through kALd: A(i, k) = a[k * kALd + i] when kALd > 0 (packed [k][kALd], kALd >= M), else
+// a[i * lda + k] (rows of a channels-last activation read in place, no packing). n <= NV*W
+// columns of C are written (masked at the edge).
+template <class S, int kALd, int M, int NV>
+void gemm_block(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, int n,
                 bool accumulate) {
   using V = typename S::V;
   constexpr int W = S::W;
@@ -25,11 +27,11 @@ void gemm_micro(int64_t kc, const float* a, const float* b, float* c, int64_t ld
     for (int j = 0; j < NV; ++j) bv[j] = S::load_aligned(b + j * W);
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
-      const V av = S::set1(a[i]);
+      const V av = S::set1(kALd > 0 ? a[i] : a[i * lda]);
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) acc[i][j] = S::fma(av, bv[j], acc[i][j]);
     }
-    a += kAStride;
+    a += kALd > 0 ? kALd : 1;
     b += NR;
   }
   if (n == NR) {
@@ -53,6 +55,17 @@ void gemm_micro(int64_t kc, const float* a, const float* b, float* c, int64_t ld
         S::store_n(p, accumulate ? S::add(acc[i][j], S::load_n(p, cols)) : acc[i][j], cols);
       }
     }
+}
+
+// The packed form (IsaKernels::gemm_micro) and the in-place rows form (gemm_micro_rows).
+template <class S, int kALd, int M, int NV>
+void gemm_micro(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int n, bool accumulate) {
+  gemm_block<S, kALd, M, NV>(kc, a, 0, b, c, ldc, n, accumulate);
+}
+template <class S, int M, int NV>
+void gemm_micro_rows(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, int n,
+                     bool accumulate) {
+  gemm_block<S, 0, M, NV>(kc, a, lda, b, c, ldc, n, accumulate);
 }
 
 }  // namespace tessera::native::simd

@@ -13,6 +13,7 @@ namespace tessera::native::simd {
 template <class S, int kMr, int kNv, int... Ms>
 void fill_gemm_micro(IsaKernels& k, std::integer_sequence<int, Ms...>) {
   ((k.gemm_micro[Ms] = &gemm_micro<S, kMr, Ms + 1, kNv>), ...);
+  ((k.gemm_micro_rows[Ms] = &gemm_micro_rows<S, Ms + 1, kNv>), ...);
 }
 
 // kMr x (kNv * S::W) is the GEMM register block.
