@@ -100,10 +100,12 @@ void add_products(CombineContext& ctx, size_t base, const std::vector<std::vecto
   }
 }
 
+// With `exact_and_accepted`: only candidates of exactly the pair's kinds, and unions the backend
+// accepts (accepted_pair_combiner).
 class ByKindCombiner final : public CombinerRule {
  public:
-  explicit ByKindCombiner(std::vector<std::pair<OpKind, OpKind>> pairs)
-      : pairs_(std::move(pairs)) {}
+  explicit ByKindCombiner(std::vector<std::pair<OpKind, OpKind>> pairs, bool exact_and_accepted = false)
+      : pairs_(std::move(pairs)), exact_and_accepted_(exact_and_accepted) {}
 
   void append(CombineContext& ctx) const override {
     const Graph& g = ctx.graph();
@@ -127,6 +129,10 @@ class ByKindCombiner final : public CombinerRule {
         if (ctx.candidate(down).nodes.intersects(up_nodes)) continue;
         for (const auto& [up_kind, down_kind] : pairs_) {
           if (ctx.kind(up) > up_kind || ctx.kind(down) > down_kind) continue;
+          if (exact_and_accepted_ &&
+              (ctx.kind(up) != up_kind || ctx.kind(down) != down_kind ||
+               !ctx.backend().accepts(SubGraph(g, up_nodes | ctx.candidate(down).nodes)).ok()))
+            continue;
           ctx.add_union(
               {up, down}, NodeSet(g.num_nodes()),
               std::string("combine:") + op_kind_name(up_kind) + "->" + op_kind_name(down_kind));
@@ -137,7 +143,7 @@ class ByKindCombiner final : public CombinerRule {
   }
 
   std::string to_string() const override {
-    std::string s = "by_kind(";
+    std::string s = exact_and_accepted_ ? "accepted_pair(" : "by_kind(";
     for (size_t i = 0; i < pairs_.size(); ++i)
       s += (i ? ", " : "") + std::string(op_kind_name(pairs_[i].first)) + "->" +
            op_kind_name(pairs_[i].second);
@@ -146,6 +152,7 @@ class ByKindCombiner final : public CombinerRule {
 
  private:
   std::vector<std::pair<OpKind, OpKind>> pairs_;
+  bool exact_and_accepted_;
 };
 
 bool is_variadic(const Graph& g, int n) {
@@ -250,6 +257,9 @@ CombinerPtr by_kind_combiner(std::vector<std::pair<OpKind, OpKind>> pairs) {
 }
 CombinerPtr tuple_arg_combiner() { return std::make_shared<TupleArgCombiner>(); }
 CombinerPtr multi_output_combiner() { return std::make_shared<MultiOutputCombiner>(); }
+CombinerPtr accepted_pair_combiner(OpKind kind) {
+  return std::make_shared<ByKindCombiner>(std::vector<std::pair<OpKind, OpKind>>{{kind, kind}}, true);
+}
 CombinerPtr constant_combiner() { return std::make_shared<ConstantCombiner>(); }
 
 }  // namespace tessera

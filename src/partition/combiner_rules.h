@@ -10,6 +10,10 @@
 //        together with one injective-or-less producer candidate per input, all at once
 //   multi_output_combiner()  a node with several used outputs (Split, TopK, ...) together with
 //        one injective-or-less consumer candidate per consumer, all at once
+//   accepted_pair_combiner(kind)  unions an upstream candidate of exactly `kind` with a
+//        downstream one of that kind it feeds, when the backend accepts the union as one kernel
+//        (native's depthwise group followed by its 1x1 group: two convolutions TVM's rules never
+//        fuse)
 //   constant_combiner()    absorbs the producers of a candidate's inputs that compute from
 //        constants only (a Reshape or DequantizeLinear of a weight)
 //
@@ -38,6 +42,7 @@ class CombineContext {
                  size_t max_candidates);
 
   const Graph& graph() const { return *graph_; }
+  const Backend& backend() const { return *backend_; }
   size_t size() const { return set_.size(); }
   const Candidate& candidate(size_t i) const { return set_[i]; }
   const SubGraph& subgraph(size_t i) const { return subgraphs_[i]; }
@@ -85,6 +90,7 @@ using CombinerPtr = std::shared_ptr<const CombinerRule>;
 CombinerPtr by_kind_combiner(std::vector<std::pair<OpKind, OpKind>> pairs);
 CombinerPtr tuple_arg_combiner();
 CombinerPtr multi_output_combiner();
+CombinerPtr accepted_pair_combiner(OpKind kind);
 CombinerPtr constant_combiner();
 
 }  // namespace tessera

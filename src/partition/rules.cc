@@ -211,7 +211,8 @@ std::vector<CombinerPtr> tvm_combiners() {
   return {by_kind_combiner({{OpKind::kOutElementwiseFusable, OpKind::kBroadcast},
                             {OpKind::kBroadcast, OpKind::kReduction},
                             {OpKind::kInjective, OpKind::kInjective}}),
-          tuple_arg_combiner(), multi_output_combiner(), constant_combiner()};
+          accepted_pair_combiner(OpKind::kOutElementwiseFusable), tuple_arg_combiner(), multi_output_combiner(),
+          constant_combiner()};
 }
 
 RulePtr rules_for(const Backend& backend, const RuleOptions& options) {
@@ -227,7 +228,8 @@ RulePtr rules_for(const Backend& backend, const RuleOptions& options) {
   RulePtr rule = base.size() == 1 ? base[0] : union_rule(std::move(base));
   const FusionStyle style = backend.fusion_style();
   if (style != FusionStyle::kNone) {
-    int depth = std::max(1, std::min(backend.max_fusion_depth(), options.max_depth));
+    const int cap = style == FusionStyle::kTvmLike ? options.max_tvm_like_depth : options.max_depth;
+    int depth = std::max(1, std::min(backend.max_fusion_depth(), cap));
     std::vector<CombinerPtr> combiners =
         style == FusionStyle::kTvmLike
             ? tvm_combiners()

@@ -76,6 +76,11 @@ struct RuleOptions {
   // Fused candidates are at most this deep even if the backend allows more: the candidate count
   // grows quickly with depth, and every candidate may be measured.
   int max_depth = 8;
+  // The same for TVM-like fusion, whose rules only grow a convolution or product by the
+  // elementwise chain after it (and native's separable pairs, two such groups): deeper candidates
+  // stay few. rec's convolutions each have a chain of 8 (a scalar affine, HardSwish as 4 nodes,
+  // another affine), so a whole block is 9 deep and a separable pair 18.
+  int max_tvm_like_depth = 20;
   size_t max_candidates = 20000;
 };
 

@@ -18,6 +18,7 @@
 #include "backends/harness.h"
 #include "backends/native/isa.h"
 #include "backends/native/native_compile.h"
+#include "backends/native/separable_conv.h"
 #include "backends/native_kernel_runner.h"
 #include "backends/test_graph.h"
 
@@ -32,10 +33,19 @@ using testing_native::run_native;
 
 constexpr double kTolerance = 1e-5;
 
+// Row-major, and channels-last where the group is a depthwise one (group == C > 1: the channels-last
+// kernel of separable_conv.cc; one channel is an ordinary convolution, row-major only).
 void expect_matches_ref(const TestGraph& t, const std::string& what,
                         const std::vector<const native::IsaKernels*>& on = isas(),
                         const std::vector<int>& thread_counts = {1, 2}) {
   testing_native::expect_matches_ref(t, kTolerance, what, on, thread_counts);
+  const SubGraph sg = testing_native::whole(t);
+  const bool depthwise = native::check_depthwise_group(sg).ok();
+  for (int n : sg.nodes())
+    if (t.g.node(n).op_type == "Conv" && t.g.node(n).attr_int("group", 1) > 1)
+      ASSERT_TRUE(depthwise) << what << ": " << native::check_depthwise_group(sg).to_string();
+  EXPECT_EQ(find_backend("native")->takes_channels_last(sg), depthwise) << what;
+  if (depthwise) testing_native::expect_channels_last_matches_ref(t, kTolerance, what, on, thread_counts);
 }
 
 // A depthwise Conv (W [C * multiplier, 1, kh, kw] in [-0.5, 0.5], group C) of x [N, C, H, W].

@@ -101,4 +101,24 @@ inline void expect_matches_ref(const testing_graph::TestGraph& t, double tol, co
   }
 }
 
+// The same with the kernel compiled channels-last (compile_native's channels_last): rank-4 inputs
+// go in NHWC and outputs come back converted to row-major.
+inline void expect_channels_last_matches_ref(const testing_graph::TestGraph& t, double tol, const std::string& what,
+                                             const std::vector<const native::IsaKernels*>& on = isas(),
+                                             const std::vector<int>& thread_counts = {1, 2}) {
+  const std::vector<Tensor> want = testing_graph::run_ref(t);
+  for (const native::IsaKernels* isa : on) {
+    for (int threads : thread_counts) {
+      const std::vector<Tensor> got =
+          run_whole_graph(t, native::compile_native(whole(t), *isa, /*channels_last=*/true), threads, true);
+      ASSERT_EQ(got.size(), want.size()) << what << " (channels-last)";
+      for (size_t o = 0; o < got.size(); ++o) {
+        ASSERT_EQ(got[o].dims(), want[o].dims()) << what << " output " << o;
+        EXPECT_LE(harness::relative_error(got[o], want[o]), tol)
+            << what << " (channels-last) output " << o << " on " << native::isa_name(isa->isa) << " x" << threads;
+      }
+    }
+  }
+}
+
 }  // namespace tessera::testing_native

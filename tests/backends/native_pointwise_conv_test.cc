@@ -39,19 +39,7 @@ std::string dims_str(const Dims& d) {
 // Both layouts, every ISA, 1 and 2 threads.
 void expect_matches_ref(const TestGraph& t, const std::string& what) {
   testing_native::expect_matches_ref(t, kTolerance, what + " (row-major)");
-  const std::vector<Tensor> want = testing_graph::run_ref(t);
-  for (const native::IsaKernels* isa : isas()) {
-    for (int threads : {1, 2}) {
-      const std::vector<Tensor> got = testing_native::run_whole_graph(
-          t, native::compile_native(testing_native::whole(t), *isa, /*channels_last=*/true), threads, true);
-      ASSERT_EQ(got.size(), want.size()) << what;
-      for (size_t o = 0; o < got.size(); ++o) {
-        ASSERT_EQ(got[o].dims(), want[o].dims()) << what << " output " << o;
-        EXPECT_LE(harness::relative_error(got[o], want[o]), kTolerance)
-            << what << " (channels-last) output " << o << " on " << native::isa_name(isa->isa) << " x" << threads;
-      }
-    }
-  }
+  testing_native::expect_channels_last_matches_ref(t, kTolerance, what);
 }
 
 int pointwise(TestGraph& t, int x, int64_t c, int64_t oc, bool bias) {

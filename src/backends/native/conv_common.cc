@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 namespace tessera::native {
 
@@ -215,6 +216,87 @@ void EltwiseTail::finish(Run& run, std::vector<Tensor>& outputs) const {
   outputs.resize(out_pos_.size());
   for (size_t i = 0; i < out_pos_.size(); ++i)
     outputs[i] = out_pos_[i] < 0 ? run.y : run.out[out_pos_[i]];
+}
+
+namespace {
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Begin and end pads of one spatial axis for auto_pad SAME_UPPER / SAME_LOWER.
+std::pair<int64_t, int64_t> same_pads(int64_t in, int64_t k, int64_t stride, int64_t dilation,
+                                      bool upper) {
+  const int64_t out = ceil_div(in, stride);
+  const int64_t total = std::max<int64_t>(0, (out - 1) * stride + (k - 1) * dilation + 1 - in);
+  const int64_t small = total / 2;
+  return upper ? std::make_pair(small, total - small) : std::make_pair(total - small, small);
+}
+
+}  // namespace
+
+bool depthwise_applies(const ConvShape& s) {
+  return s.group > 1 && s.group == s.c && s.group == s.oc && s.sw <= 2;
+}
+
+Result<ConvShape> conv_shape(const Graph& g, const Node& node) {
+  if (node.op_type != "Conv" || !node.domain.empty()) return unimplemented("not a Conv");
+  if (node.inputs.size() < 2) return invalid_argument("Conv takes X and W");
+  TESSERA_RETURN_IF_ERROR(check_float_value(g, node.inputs[0]));
+  TESSERA_RETURN_IF_ERROR(check_float_value(g, node.inputs[1]));
+  if (!g.value(node.inputs[1]).constant) return unimplemented("Conv weights that are not constant");
+  const std::vector<int64_t> x = g.value(node.inputs[0]).type.static_dims();
+  const std::vector<int64_t> w = g.value(node.inputs[1]).type.static_dims();
+  if (x.size() != 4 || w.size() != 4) return unimplemented("Conv that is not 2-D");
+  ConvShape s{x[0], x[1], x[2], x[3], w[0], w[2], w[3]};
+  s.group = node.attr_int("group", 1);
+  if (s.group < 1 || s.c % s.group != 0 || s.oc % s.group != 0 || w[1] * s.group != s.c)
+    return invalid_argument(
+        "Conv: group does not divide the channels, or W's second dim is not C / group");
+  const std::vector<int64_t> kernel = {s.kh, s.kw};
+  if (node.attr_ints("kernel_shape", kernel) != kernel)
+    return invalid_argument("Conv: kernel_shape is not W's");
+  const std::vector<int64_t> strides = node.attr_ints("strides", {1, 1}),
+                             dil = node.attr_ints("dilations", {1, 1});
+  std::vector<int64_t> pads = node.attr_ints("pads", {0, 0, 0, 0});
+  if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4)
+    return invalid_argument("Conv: strides, dilations or pads of the wrong length");
+  if (std::any_of(strides.begin(), strides.end(), [](int64_t v) { return v < 1; }) ||
+      std::any_of(dil.begin(), dil.end(), [](int64_t v) { return v < 1; }) ||
+      std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v < 0; }))
+    return invalid_argument("Conv: strides and dilations must be positive, pads not negative");
+  s.sh = strides[0], s.sw = strides[1], s.dh = dil[0], s.dw = dil[1];
+  if (s.ic_per_group() == 1 && s.group > 1 && !depthwise_applies(s))
+    return unimplemented(
+        "Conv with one input channel per group but a channel multiplier or a horizontal stride "
+        "over 2: the direct kernel's channel blocks would be mostly empty");
+  if (s.kh > 16 || s.kw > 16 || s.sh > 16 || s.sw > 16 || s.dh > 16 || s.dw > 16)
+    return unimplemented("Conv with kernel, stride or dilation over 16");
+  const std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
+  if (auto_pad == "VALID") {
+    pads = {0, 0, 0, 0};
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    const bool upper = auto_pad == "SAME_UPPER";
+    std::tie(pads[0], pads[2]) = same_pads(s.h, s.kh, s.sh, s.dh, upper);
+    std::tie(pads[1], pads[3]) = same_pads(s.w, s.kw, s.sw, s.dw, upper);
+  } else if (auto_pad != "NOTSET") {
+    return invalid_argument("Conv: unknown auto_pad " + auto_pad);
+  }
+  s.pad_top = pads[0], s.pad_left = pads[1];
+  s.oh = (s.h + pads[0] + pads[2] - s.dh * (s.kh - 1) - 1) / s.sh + 1;
+  s.ow = (s.w + pads[1] + pads[3] - s.dw * (s.kw - 1) - 1) / s.sw + 1;
+  if (s.h + pads[0] + pads[2] < s.dh * (s.kh - 1) + 1 ||
+      s.w + pads[1] + pads[3] < s.dw * (s.kw - 1) + 1)
+    return invalid_argument("Conv: empty output");
+  if (node.inputs.size() > 2 && node.inputs[2] != kNoValue) {
+    TESSERA_RETURN_IF_ERROR(check_float_value(g, node.inputs[2]));
+    if (!g.value(node.inputs[2]).constant ||
+        g.value(node.inputs[2]).constant->dims() != std::vector<int64_t>{s.oc})
+      return unimplemented("Conv bias that is not a constant of [M]");
+  }
+  if (node.outputs.empty() || node.outputs[0] == kNoValue)
+    return invalid_argument("Conv has no output");
+  TESSERA_RETURN_IF_ERROR(check_float_value(g, node.outputs[0]));
+  if (g.value(node.outputs[0]).type.static_dims() != std::vector<int64_t>{s.n, s.oc, s.oh, s.ow})
+    return unimplemented("Conv whose output shape is not the one its attributes give");
+  return s;
 }
 
 }  // namespace tessera::native

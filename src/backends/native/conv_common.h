@@ -83,4 +83,34 @@ class EltwiseTail {
   bool in_place_ = false;
 };
 
+// A 2-D Conv's geometry (auto_pad resolved into pad_top / pad_left).
+struct ConvShape {
+  int64_t n, c, h, w, oc, kh, kw, group = 1;
+  int64_t sh = 1, sw = 1, dh = 1, dw = 1, pad_top = 0, pad_left = 0, oh = 0, ow = 0;
+  int64_t ic_per_group() const { return c / group; }
+  int64_t oc_per_group() const { return oc / group; }
+};
+// A Conv node over float32 NCHW with constant weights (and a [M] constant bias), kernels,
+// strides and dilations up to 16: its shape, or why the native kernels do not run it.
+Result<ConvShape> conv_shape(const Graph& g, const Node& node);
+// One input and one output channel per group, horizontal stride 1 or 2: a depthwise convolution
+// the native kernels run (depthwise_row row-major, depthwise_cl_row channels-last).
+bool depthwise_applies(const ConvShape& s);
+
+// A channels-last convolution group's kernel that also computes any band of its output pixels on
+// the calling thread: separable_conv.cc runs a depthwise group's band and then the band of the 1x1
+// group that reads it, while it is still in cache.
+class PixelBandKernel : public Kernel {
+ public:
+  // The run's buffers (EltwiseTail::start); tail().finish() hands them out.
+  virtual Result<EltwiseTail::Run> start(const std::vector<const Tensor*>& inputs,
+                                         KernelRunContext& ctx) const = 0;
+  // Output pixels [p0, p1) (row-major over OH x OW) of image `image`, from x (the convolution's
+  // input, [N, H, W, C]), tail included; scratch: band_scratch_floats().
+  virtual void run_band(const float* x, const EltwiseTail::Run& r, int64_t image, int64_t p0, int64_t p1,
+                        float* scratch) const = 0;
+  virtual int64_t band_scratch_floats() const = 0;
+  virtual const EltwiseTail& tail() const = 0;
+};
+
 }  // namespace tessera::native

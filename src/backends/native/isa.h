@@ -86,6 +86,20 @@ struct DepthwiseRowArgs {
   int64_t width;
 };
 
+// Output pixels [ow0, ow1) of output row `oh` of a depthwise convolution over a channels-last
+// image x [h][w][c] (simd_depthwise.h): out[ow - ow0][ch] = bias[ch] + sum over the taps inside
+// the image of weights[(r * kw + k) * c + ch] * x[ih][iw][ch], ih = oh * sh - pad_top + r * dh,
+// iw = ow * sw - pad_left + k * dw (the taps outside are the zero padding).
+struct DepthwiseClArgs {
+  const float* x;
+  int64_t h, w, c;
+  const float* weights;  // [kh][kw][c]
+  const float* bias;     // [c]
+  int64_t kh, kw, sh, sw, dh, dw, pad_top, pad_left;
+  int64_t oh, ow0, ow1;
+  float* out;  // [ow1 - ow0][c]
+};
+
 // The kernels for one ISA. Pointers to plain functions, so the caller needs no vector types.
 struct IsaKernels {
   Isa isa;
@@ -152,6 +166,8 @@ struct IsaKernels {
   void (*winograd_input_tile_row)(const WinogradInputArgs& args);
   // One output row of a depthwise convolution (DepthwiseRowArgs).
   void (*depthwise_row)(const DepthwiseRowArgs& args);
+  // Pixels of one output row of a channels-last depthwise convolution (DepthwiseClArgs).
+  void (*depthwise_cl_row)(const DepthwiseClArgs& args);
   void (*winograd_output_tile_row)(const float* m, int64_t xi_stride, int64_t tiles, float bias,
                                    float* y0, float* y1, int64_t width);
 };

@@ -17,6 +17,7 @@
 #include "backends/native/pointwise_conv.h"
 #include "backends/native/pool_kernels.h"
 #include "backends/native/row_kernels.h"
+#include "backends/native/separable_conv.h"
 #include "ir/parallel.h"
 
 namespace tessera {
@@ -38,6 +39,12 @@ Status native_supports(const Graph& g, int n) {
   return unimplemented("native has no kernel for " + op);
 }
 
+static int count_convs(const SubGraph& sg) {
+  int convs = 0;
+  for (int n : sg.nodes()) convs += is_conv_op(sg.graph().node(n).op_type) ? 1 : 0;
+  return convs;
+}
+
 Status native_accepts(const SubGraph& sg) {
   const Graph& g = sg.graph();
   if (sg.size() == 1) return native_supports(g, sg.nodes().first());
@@ -48,6 +55,7 @@ Status native_accepts(const SubGraph& sg) {
     if (g.node(n).op_type == "ReduceMean") return match_decomposed_layer_norm(sg).status();
     if (g.node(n).op_type == "Squeeze") return match_packed_attention(sg).status();
   }
+  if (count_convs(sg) == 2) return check_separable_group(sg);
   for (int n : sg.nodes()) {
     if (is_deconv_op(g.node(n).op_type)) return check_deconv_group(sg);
     if (!is_conv_op(g.node(n).op_type)) continue;
@@ -83,12 +91,13 @@ Status native_accepts(const SubGraph& sg) {
 }
 
 bool native_takes_channels_last(const SubGraph& sg) {
-  return is_eltwise_group(sg) || check_pointwise_conv_group(sg).ok();
+  return is_eltwise_group(sg) || check_pointwise_conv_group(sg).ok() || check_depthwise_group(sg).ok() ||
+         check_separable_group(sg).ok();
 }
 
 Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKernels& isa, bool channels_last) {
   if (channels_last && !native_takes_channels_last(sg))
-    return internal_error("only elementwise kernels and 1x1 convolutions take channels-last");
+    return internal_error("only elementwise kernels, 1x1 and depthwise convolutions take channels-last");
   TESSERA_RETURN_IF_ERROR(native_accepts(sg));
   const Graph& g = sg.graph();
   if (sg.size() == 1 && is_llm_op(g.node(sg.nodes().first()))) return compile_llm_kernel(sg, isa);
@@ -104,6 +113,8 @@ Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKern
     if (is_gemm_op(g.node(n).op_type)) return compile_gemm_kernel(sg, isa);
     if (is_deconv_op(g.node(n).op_type)) return compile_deconv_kernel(sg, isa);
     if (is_conv_op(g.node(n).op_type)) {
+      if (count_convs(sg) == 2) return compile_separable(sg, isa, channels_last);
+      if (channels_last && check_depthwise_group(sg).ok()) return compile_depthwise_channels_last(sg, isa);
       if (channels_last || conv_has_head(sg)) return compile_pointwise_conv(sg, isa, channels_last);
       return compile_conv_kernel(sg, isa);
     }
@@ -169,7 +180,8 @@ class NativeBackend final : public Backend {
   }
 
   // Elementwise groups walk channels-last tensors in their memory order (broadcasts included); 1x1
-  // convolutions are a GEMM either way round.
+  // convolutions are a GEMM either way round; depthwise ones and separable pairs have their own
+  // channels-last kernels (separable_conv.h).
   bool takes_channels_last(const SubGraph& sg) const override { return native::native_takes_channels_last(sg); }
 
   // Kernels run on the session's pool (KernelRunContext::pool), sized to opts.threads already,

@@ -99,7 +99,7 @@ Result<PointwisePlan> plan_pointwise(const SubGraph& sg) {
   return p;
 }
 
-class PointwiseConvKernel final : public Kernel {
+class PointwiseConvKernel final : public PixelBandKernel {
  public:
   PointwiseConvKernel(const IsaKernels& isa, PointwisePlan plan, bool channels_last)
       : isa_(isa), plan_(std::move(plan)), channels_last_(channels_last) {}
@@ -175,21 +175,55 @@ class PointwiseConvKernel final : public Kernel {
     GemmShape shape;
     std::vector<GemmOperands> problems;
     if (channels_last_) {
-      shape.m = hw, shape.k = c, shape.n = oc;
-      shape.a_rs = c, shape.b_packed = true, shape.a_in_place = true;
+      shape = channels_last_shape(hw);
       for (int64_t b = 0; b < plan_.n; ++b) problems.push_back({x + b * hw * c, weights_of(b), y + b * hw * oc});
     } else {
       shape.m = oc, shape.k = c, shape.n = hw;
       shape.a_rs = c, shape.b_rs = hw;
+      shape.ldc = shape.n;
       for (int64_t b = 0; b < plan_.n; ++b) problems.push_back({weights_of(b), x + b * c * hw, y + b * oc * hw});
     }
+    const GemmHooks hooks = hooks_for(r, y, shape.m, 0);
+    sgemm_batched(isa_, shape, problems, hooks, ctx.pool);
+    tail_.finish(r, outputs);
+    return Status();
+  }
+
+  // The band interface (channels-last, no scaling head: separable_conv.cc).
+  Result<EltwiseTail::Run> start(const std::vector<const Tensor*>& inputs, KernelRunContext& ctx) const override {
+    return tail_.start(inputs, ctx);
+  }
+  void run_band(const float* x, const EltwiseTail::Run& r, int64_t image, int64_t p0, int64_t p1,
+                float*) const override {
+    TESSERA_CHECK(channels_last_ && packed_ && p0 < p1 && p1 <= plan_.hw);
+    const int64_t row0 = image * plan_.hw + p0;
+    float* y = const_cast<float*>(r.y.data<float>());
+    const GemmOperands problem{x + row0 * plan_.c, packed_->data(), y + row0 * plan_.oc};
+    sgemm_batched(isa_, channels_last_shape(p1 - p0), {problem}, hooks_for(r, y, 0, row0), nullptr);
+  }
+  int64_t band_scratch_floats() const override { return 0; }
+  const EltwiseTail& tail() const override { return tail_; }
+
+ private:
+  // The channels-last product of `rows` pixels: X [rows, C] read in place times the packed W'^T.
+  GemmShape channels_last_shape(int64_t rows) const {
+    GemmShape shape;
+    shape.m = rows, shape.k = plan_.c, shape.n = plan_.oc;
+    shape.a_rs = plan_.c, shape.b_packed = true, shape.a_in_place = true;
     shape.ldc = shape.n;
+    return shape;
+  }
+
+  // Blocks of C start from the folded shift and get the tail when complete. Row i of problem
+  // `batch` is row batch * rows_per_batch + row0 + i of y (ldc floats each): a pixel
+  // channels-last, an output channel row-major.
+  GemmHooks hooks_for(const EltwiseTail::Run& r, float* y, int64_t rows_per_batch, int64_t row0) const {
     const float* shift = plan_.affine.shift.data();
     const bool per_column = channels_last_;  // the shift's channel is C's column, else its row
-    const int64_t ldc = shape.ldc;
+    const int64_t ldc = channels_last_ ? plan_.oc : plan_.hw;
     GemmHooks hooks;
     hooks.init = [=](int64_t batch, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float*) {
-      float* cb = y + batch * hw * oc;
+      float* cb = y + (batch * rows_per_batch + row0) * ldc;
       for (int64_t i = m0; i < m1; ++i) {
         float* row = cb + i * ldc;
         if (per_column) std::copy(shift + n0, shift + n1, row + n0);
@@ -200,10 +234,9 @@ class PointwiseConvKernel final : public Kernel {
       const EltwiseTail* tail = &tail_;
       const IsaKernels* isa = &isa_;
       const EltwiseTail::Run* run = &r;
-      const int64_t per_image = hw * oc;
       hooks.scratch_floats = tail_.scratch_floats();
       hooks.finish = [=](int64_t batch, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* scratch) {
-        const int64_t base = batch * per_image;
+        const int64_t base = (batch * rows_per_batch + row0) * ldc;
         if (n0 == 0 && n1 == ldc) {
           tail->apply(*isa, *run, base + m0 * ldc, base + m1 * ldc, scratch);
           return;
@@ -211,12 +244,9 @@ class PointwiseConvKernel final : public Kernel {
         for (int64_t i = m0; i < m1; ++i) tail->apply(*isa, *run, base + i * ldc + n0, base + i * ldc + n1, scratch);
       };
     }
-    sgemm_batched(isa_, shape, problems, hooks, ctx.pool);
-    tail_.finish(r, outputs);
-    return Status();
+    return hooks;
   }
 
- private:
   const IsaKernels& isa_;
   PointwisePlan plan_;
   bool channels_last_;
@@ -247,6 +277,14 @@ Result<std::unique_ptr<Kernel>> compile_pointwise_conv(const SubGraph& sg, const
   auto k = std::make_unique<PointwiseConvKernel>(isa, std::move(plan), channels_last);
   TESSERA_RETURN_IF_ERROR(k->init(sg));
   return std::unique_ptr<Kernel>(std::move(k));
+}
+
+Result<std::unique_ptr<PixelBandKernel>> compile_pointwise_band(const SubGraph& sg, const IsaKernels& isa) {
+  TESSERA_ASSIGN_OR_RETURN(PointwisePlan plan, plan_pointwise(sg));
+  if (plan.head.node >= 0) return unimplemented("a 1x1 convolution band with a scaling Mul");
+  auto k = std::make_unique<PointwiseConvKernel>(isa, std::move(plan), /*channels_last=*/true);
+  TESSERA_RETURN_IF_ERROR(k->init(sg));
+  return std::unique_ptr<PixelBandKernel>(std::move(k));
 }
 
 Pattern scaled_pointwise_conv_pattern() {

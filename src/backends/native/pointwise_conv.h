@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "backends/backend.h"
+#include "backends/native/conv_common.h"
 #include "backends/native/isa.h"
 #include "ir/pattern.h"
 
@@ -22,6 +23,8 @@ Status check_pointwise_conv_group(const SubGraph& sg);
 bool conv_has_head(const SubGraph& sg);
 Result<std::unique_ptr<Kernel>> compile_pointwise_conv(const SubGraph& sg, const IsaKernels& isa,
                                                        bool channels_last);
+// The channels-last kernel of a group without a scaling Mul, as a PixelBandKernel.
+Result<std::unique_ptr<PixelBandKernel>> compile_pointwise_band(const SubGraph& sg, const IsaKernels& isa);
 // Mul(x, s) -> Conv 1x1 [-> BatchNormalization [-> Add(residual)]]: the squeeze-excitation output
 // projection, as fused-pattern candidates of the native backend.
 Pattern scaled_pointwise_conv_pattern();

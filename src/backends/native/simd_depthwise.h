@@ -66,4 +66,80 @@ void depthwise_row(const DepthwiseRowArgs& a) {
   }
 }
 
+// Channels-last (DepthwiseClArgs): per block of kPixels output pixels whose taps all lie inside
+// the image's columns, per vector of channels, kPixels accumulators over every tap (one weight
+// vector load for kPixels input loads); the pixels near the left and right edges one at a time,
+// skipping the taps in the padding. Channels past the last whole vector are masked.
+template <class S, int kPixels>
+void depthwise_cl_pixels(const DepthwiseClArgs& a, const float* const* rows, const int64_t* row_taps, int nrows,
+                         int64_t ow, int64_t k0, int64_t k1, float* out) {
+  using V = typename S::V;
+  constexpr int W = S::W;
+  const int64_t c = a.c;
+  const int64_t iw0 = ow * a.sw - a.pad_left;
+  for (int64_t c0 = 0; c0 < c; c0 += W) {
+    const int n = static_cast<int>(std::min<int64_t>(W, c - c0));
+    const bool full = n == W;
+    const V b = full ? S::load(a.bias + c0) : S::load_n(a.bias + c0, n);
+    V acc[kPixels];
+#pragma GCC unroll 8
+    for (int p = 0; p < kPixels; ++p) acc[p] = b;
+    for (int t = 0; t < nrows; ++t) {
+      const float* wrow = a.weights + row_taps[t] * a.kw * c + c0;
+      const float* xrow = rows[t] + c0;
+      for (int64_t k = k0; k < k1; ++k) {
+        const V wv = full ? S::load(wrow + k * c) : S::load_n(wrow + k * c, n);
+        const float* px = xrow + (iw0 + k * a.dw) * c;
+#pragma GCC unroll 8
+        for (int p = 0; p < kPixels; ++p) {
+          const float* q = px + p * a.sw * c;
+          acc[p] = S::fma(wv, full ? S::load(q) : S::load_n(q, n), acc[p]);
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int p = 0; p < kPixels; ++p) {
+      if (full) {
+        S::store(out + p * c + c0, acc[p]);
+      } else {
+        S::store_n(out + p * c + c0, acc[p], n);
+      }
+    }
+  }
+}
+
+template <class S>
+void depthwise_cl_row(const DepthwiseClArgs& a) {
+  constexpr int kPixels = 8;
+  const float* rows[16];
+  int64_t row_taps[16];
+  int nrows = 0;
+  for (int64_t r = 0; r < a.kh && nrows < 16; ++r) {
+    const int64_t ih = a.oh * a.sh - a.pad_top + r * a.dh;
+    if (ih < 0 || ih >= a.h) continue;
+    rows[nrows] = a.x + ih * a.w * a.c;
+    row_taps[nrows++] = r;
+  }
+  // Output pixels [lo, hi) read no padding column.
+  const int64_t reach = (a.kw - 1) * a.dw;
+  const int64_t lo = (a.pad_left + a.sw - 1) / a.sw;
+  const int64_t hi = a.w - 1 + a.pad_left - reach < 0 ? 0 : (a.w - 1 + a.pad_left - reach) / a.sw + 1;
+  int64_t ow = a.ow0;
+  float* out = a.out;
+  while (ow < a.ow1) {
+    if (ow >= lo && ow + kPixels <= std::min(hi, a.ow1)) {
+      depthwise_cl_pixels<S, kPixels>(a, rows, row_taps, nrows, ow, 0, a.kw, out);
+      ow += kPixels, out += kPixels * a.c;
+      continue;
+    }
+    // One pixel, its taps inside the image: k0 <= k < k1.
+    const int64_t iw0 = ow * a.sw - a.pad_left;
+    int64_t k0 = 0, k1 = a.kw;
+    while (k0 < k1 && iw0 + k0 * a.dw < 0) ++k0;
+    while (k1 > k0 && iw0 + (k1 - 1) * a.dw >= a.w) --k1;
+    depthwise_cl_pixels<S, 1>(a, rows, row_taps, nrows, ow, k0, k1, out);
+    ++ow, out += a.c;
+  }
+}
+
 }  // namespace tessera::native::simd

@@ -41,6 +41,7 @@ IsaKernels make_kernels(Isa isa) {
   k.winograd_input_tile_row = &winograd_input_tile_row<S>;
   k.winograd_output_tile_row = &winograd_output_tile_row<S>;
   k.depthwise_row = &depthwise_row<S>;
+  k.depthwise_cl_row = &depthwise_cl_row<S>;
   return k;
 }
 
