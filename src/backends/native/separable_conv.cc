@@ -114,6 +114,13 @@ class DepthwiseClKernel final : public PixelBandKernel {
   EltwiseTail tail_;
 };
 
+Result<std::unique_ptr<PixelBandKernel>> compile_depthwise_band(const SubGraph& sg, const IsaKernels& isa) {
+  TESSERA_ASSIGN_OR_RETURN(DepthwisePlan plan, plan_depthwise(sg));
+  auto k = std::make_unique<DepthwiseClKernel>(isa, std::move(plan));
+  TESSERA_RETURN_IF_ERROR(k->init(sg));
+  return std::unique_ptr<PixelBandKernel>(std::move(k));
+}
+
 // A separable pair split into its groups: `first` the depthwise one, `second` the 1x1 one.
 struct SeparableSplit {
   NodeSet first, second;
@@ -170,14 +177,13 @@ struct PartInput {
 class SeparableKernel final : public Kernel {
  public:
   Status init(const SubGraph& sg, const IsaKernels& isa, bool channels_last) {
-    isa_ = &isa;
     channels_last_ = channels_last;
     TESSERA_ASSIGN_OR_RETURN(SeparableSplit split, split_separable(sg));
     const Graph& g = sg.graph();
     const SubGraph first(g, split.first), second(g, split.second);
     TESSERA_RETURN_IF_ERROR(check_parts(first, second));
     if (channels_last) {
-      TESSERA_ASSIGN_OR_RETURN(first_band_, compile_band(first, isa));
+      TESSERA_ASSIGN_OR_RETURN(first_band_, compile_depthwise_band(first, isa));
       TESSERA_ASSIGN_OR_RETURN(second_band_, compile_pointwise_band(second, isa));
     } else {
       TESSERA_ASSIGN_OR_RETURN(first_kernel_, compile_conv_kernel(first, isa));
@@ -235,13 +241,6 @@ class SeparableKernel final : public Kernel {
   }
 
  private:
-  static Result<std::unique_ptr<PixelBandKernel>> compile_band(const SubGraph& sg, const IsaKernels& isa) {
-    TESSERA_ASSIGN_OR_RETURN(DepthwisePlan plan, plan_depthwise(sg));
-    auto k = std::make_unique<DepthwiseClKernel>(isa, std::move(plan));
-    TESSERA_RETURN_IF_ERROR(k->init(sg));
-    return std::unique_ptr<PixelBandKernel>(std::move(k));
-  }
-
   static Result<std::vector<PartInput>> part_inputs(const SubGraph& pair, const SubGraph& part,
                                                     const SubGraph& first) {
     std::vector<PartInput> out;
@@ -268,7 +267,6 @@ class SeparableKernel final : public Kernel {
     return in;
   }
 
-  const IsaKernels* isa_ = nullptr;
   bool channels_last_ = false;
   std::unique_ptr<PixelBandKernel> first_band_, second_band_;  // channels-last
   std::unique_ptr<Kernel> first_kernel_, second_kernel_;       // row-major
@@ -284,9 +282,7 @@ class SeparableKernel final : public Kernel {
 Status check_depthwise_group(const SubGraph& sg) { return plan_depthwise(sg).status(); }
 
 Result<std::unique_ptr<Kernel>> compile_depthwise_channels_last(const SubGraph& sg, const IsaKernels& isa) {
-  TESSERA_ASSIGN_OR_RETURN(DepthwisePlan plan, plan_depthwise(sg));
-  auto k = std::make_unique<DepthwiseClKernel>(isa, std::move(plan));
-  TESSERA_RETURN_IF_ERROR(k->init(sg));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<PixelBandKernel> k, compile_depthwise_band(sg, isa));
   return std::unique_ptr<Kernel>(std::move(k));
 }
 
