@@ -41,9 +41,11 @@ void expect_matches_ref(const TestGraph& t, const std::string& what,
   testing_native::expect_matches_ref(t, kTolerance, what, on, thread_counts);
   const SubGraph sg = testing_native::whole(t);
   const bool depthwise = native::check_depthwise_group(sg).ok();
-  for (int n : sg.nodes())
-    if (t.g.node(n).op_type == "Conv" && t.g.node(n).attr_int("group", 1) > 1)
+  for (int n : sg.nodes()) {
+    if (t.g.node(n).op_type == "Conv" && t.g.node(n).attr_int("group", 1) > 1) {
       ASSERT_TRUE(depthwise) << what << ": " << native::check_depthwise_group(sg).to_string();
+    }
+  }
   EXPECT_EQ(find_backend("native")->takes_channels_last(sg), depthwise) << what;
   if (depthwise) testing_native::expect_channels_last_matches_ref(t, kTolerance, what, on, thread_counts);
 }
