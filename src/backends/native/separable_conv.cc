@@ -160,10 +160,13 @@ Result<SeparableSplit> split_separable(const SubGraph& sg) {
   return split;
 }
 
-Status check_parts(const SubGraph& first, const SubGraph& second) {
+Status check_parts(const SeparableSplit& split, const SubGraph& first, const SubGraph& second) {
   TESSERA_RETURN_IF_ERROR(plan_depthwise(first).status());
   TESSERA_RETURN_IF_ERROR(check_pointwise_conv_group(second));
   if (conv_has_head(second)) return unimplemented("the 1x1 group of a separable pair opens with a Mul");
+  const auto& outs = first.outputs();
+  if (std::find(outs.begin(), outs.end(), first.graph().node(split.second_conv).inputs[0]) == outs.end())
+    return unimplemented("the 1x1 Conv does not read a value the depthwise group stores");
   return Status();
 }
 
@@ -181,7 +184,7 @@ class SeparableKernel final : public Kernel {
     TESSERA_ASSIGN_OR_RETURN(SeparableSplit split, split_separable(sg));
     const Graph& g = sg.graph();
     const SubGraph first(g, split.first), second(g, split.second);
-    TESSERA_RETURN_IF_ERROR(check_parts(first, second));
+    TESSERA_RETURN_IF_ERROR(check_parts(split, first, second));
     if (channels_last) {
       TESSERA_ASSIGN_OR_RETURN(first_band_, compile_depthwise_band(first, isa));
       TESSERA_ASSIGN_OR_RETURN(second_band_, compile_pointwise_band(second, isa));
@@ -289,16 +292,11 @@ Result<std::unique_ptr<Kernel>> compile_depthwise_channels_last(const SubGraph& 
 Status check_separable_group(const SubGraph& sg) {
   TESSERA_ASSIGN_OR_RETURN(SeparableSplit split, split_separable(sg));
   const SubGraph first(sg.graph(), split.first), second(sg.graph(), split.second);
-  TESSERA_RETURN_IF_ERROR(check_parts(first, second));
-  const auto& outs = first.outputs();
-  if (std::find(outs.begin(), outs.end(), sg.graph().node(split.second_conv).inputs[0]) == outs.end())
-    return unimplemented("the 1x1 Conv does not read a value the depthwise group stores");
-  return Status();
+  return check_parts(split, first, second);
 }
 
 Result<std::unique_ptr<Kernel>> compile_separable(const SubGraph& sg, const IsaKernels& isa, bool channels_last) {
-  TESSERA_RETURN_IF_ERROR(check_separable_group(sg));
-  auto k = std::make_unique<SeparableKernel>();
+  auto k = std::make_unique<SeparableKernel>();  // init checks the pair
   TESSERA_RETURN_IF_ERROR(k->init(sg, isa, channels_last));
   return std::unique_ptr<Kernel>(std::move(k));
 }
