@@ -328,6 +328,21 @@ TEST(NativeGlobalAveragePool, ThreeToFiveDims) {
   }
 }
 
+// Channels-last (4-D): each channel's mean down its column of [H * W, C]; channel counts over one
+// block of 64 and off the vector width, one pixel, two images.
+TEST(NativeGlobalAveragePool, ChannelsLast) {
+  const Dims shapes[] = {{1, 200, 2, 96}, {2, 8, 12, 96}, {1, 131, 5, 3}, {2, 16, 1, 1}, {1, 3, 48, 48}};
+  for (const Dims& d : shapes) {
+    TestGraph t;
+    t.finish({t.op("GlobalAveragePool", {t.input(d)})});
+    ASSERT_TRUE(native::native_takes_channels_last(testing_native::whole(t)));
+    testing_native::expect_channels_last_matches_ref(t, 1e-5, "GlobalAveragePool x" + dims_to_string(d));
+  }
+  TestGraph t;  // rank 3 has no channels-last form
+  t.finish({t.op("GlobalAveragePool", {t.input({2, 5, 7})})});
+  EXPECT_FALSE(native::native_takes_channels_last(testing_native::whole(t)));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Resize + Concat
 

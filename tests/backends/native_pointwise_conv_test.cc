@@ -70,6 +70,25 @@ TEST(NativePointwiseConv, PlainConvolutionsInBothLayouts) {
   }
 }
 
+// Few output channels: channels-last, the narrow register block (one vector of columns) runs them,
+// its weights packed in narrow panels; pixel counts off its 28 (AVX-512) and 12 (AVX2) rows.
+TEST(NativePointwiseConv, FewOutputChannelsOnTheNarrowBlock) {
+  for (int64_t oc : {1, 8, 13, 16, 17}) {
+    for (const Dims& x : {Dims{1, 24, 6, 96}, Dims{2, 32, 5, 7}, Dims{1, 300, 3, 11}, Dims{1, 3, 1, 1}}) {
+      TestGraph t;
+      const int y = pointwise(t, t.input(x), x[1], oc, /*bias=*/true);
+      t.finish({t.op("Relu", {batch_norm(t, y, oc)})});
+      expect_matches_ref(t, "conv+bn+relu x" + dims_str(x) + " o" + std::to_string(oc));
+    }
+  }
+  // Opened by a per-channel scale: the narrow panels are packed again each run.
+  TestGraph t;
+  const int x = t.input({1, 88, 3, 96});
+  const int scaled = t.op("Mul", {x, t.input({1, 88, 1, 1})});
+  t.finish({pointwise(t, scaled, 88, 16, true)});
+  expect_matches_ref(t, "scaled conv x[1,88,3,96] o16");
+}
+
 TEST(NativePointwiseConv, ScaledInputIsFoldedIntoTheWeights) {
   struct Case {
     Dims x, s;

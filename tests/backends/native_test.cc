@@ -368,6 +368,24 @@ TEST(NativeGemm, MatMulShapesBatchingAndBroadcast) {
   }
 }
 
+// Products of at most one vector of columns run on the narrow register block (28 x 16 rows and
+// columns on AVX-512, 12 x 8 on AVX2): column counts at, under and just over its width, row counts
+// off its height, more k than one block, B constant (packed in the narrow panels at compile time)
+// and not, several problems in a batch.
+TEST(NativeGemm, NarrowProductsAtAndAroundOneVectorOfColumns) {
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 17}) {
+    for (const Dims& a : {Dims{57, 300}, Dims{29, 13}, Dims{3, 12, 40}, Dims{1, 5}}) {
+      for (bool constant_b : {false, true}) {
+        TestGraph t;
+        const Dims b = {a.back(), n};
+        int w = constant_b ? t.constant(b) : t.input(b);
+        t.finish({t.op("MatMul", {t.input(a), w})});
+        expect_matches_ref(t, 2e-6, "MatMul " + dims_to_string(a) + " x " + dims_to_string(b));
+      }
+    }
+  }
+}
+
 TEST(NativeGemm, GemmTransposesAlphaBetaAndBias) {
   for (int ta = 0; ta < 2; ++ta) {
     for (int tb = 0; tb < 2; ++tb) {

@@ -130,8 +130,9 @@ class DeconvKernel final : public Kernel {
     if (s.tiles()) {
       pack_row_kernel(scaled);
     } else {
-      packed_w_ = std::make_unique<ScratchBuffer>(packed_b_floats(s.ic, cols, isa_.gemm_nr));
-      pack_b(scaled.data(), cols, 1, s.ic, cols, isa_.gemm_nr, packed_w_->data());
+      const int nr = gemm_panel_width(isa_, cols);
+      packed_w_ = std::make_unique<ScratchBuffer>(packed_b_floats(s.ic, cols, nr));
+      pack_b(scaled.data(), cols, 1, s.ic, cols, nr, packed_w_->data());
     }
     return tail_.init(sg, plan_.affine);
   }

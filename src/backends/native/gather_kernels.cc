@@ -392,13 +392,21 @@ Status check_global_average_pool(const Graph& g, const Node& node) {
   return Status();
 }
 
+// Row-major, the mean of each (image, channel) row of H * W floats; channels-last, the mean down
+// each channel's column of an image's [H * W, C] block.
 class GlobalAveragePoolKernel final : public Kernel {
  public:
-  GlobalAveragePoolKernel(const IsaKernels& isa, ValueSource x) : isa_(isa), x_(std::move(x)) {
-    rows_ = x_.dims[0] * x_.dims[1];
-    len_ = shape_numel(x_.dims) / rows_;
-    out_dims_ = {x_.dims[0], x_.dims[1]};
+  GlobalAveragePoolKernel(const IsaKernels& isa, ValueSource x, bool channels_last)
+      : isa_(isa), x_(std::move(x)), channels_last_(channels_last) {
+    images_ = x_.dims[0];
+    channels_ = x_.dims[1];
+    len_ = shape_numel(x_.dims) / (images_ * channels_);
+    out_dims_ = {images_, channels_};
     out_dims_.resize(x_.dims.size(), 1);
+    if (channels_last_) {
+      x_.dims = channels_last_dims(x_.dims);
+      out_dims_ = channels_last_dims(out_dims_);
+    }
   }
 
   Status run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
@@ -407,19 +415,36 @@ class GlobalAveragePoolKernel final : public Kernel {
     outputs.resize(1);
     outputs[0] = ctx.alloc.allocate_uninitialized(DType::kFloat32, out_dims_);  // all written
     float* y = outputs[0].data<float>();
-    const int64_t len = len_;
+    const int64_t len = len_, channels = channels_;
     const float count = static_cast<float>(len);
-    parallel(ctx.pool, rows_, std::max<int64_t>(1, 16384 / len), [&](int64_t r0, int64_t r1) {
-      isa_.reduce_rows(ReduceKind::kSum, x + r0 * len, r1 - r0, len, y + r0);
-      for (int64_t r = r0; r < r1; ++r) y[r] /= count;
-    });
+    if (!channels_last_) {
+      parallel(ctx.pool, images_ * channels, std::max<int64_t>(1, 16384 / len), [&](int64_t r0, int64_t r1) {
+        isa_.reduce_rows(ReduceKind::kSum, x + r0 * len, r1 - r0, len, y + r0);
+        for (int64_t r = r0; r < r1; ++r) y[r] /= count;
+      });
+      return Status();
+    }
+    // Tasks of kChannelBlock channels of one image, enough of them per thread for 16K floats.
+    constexpr int64_t kChannelBlock = 64;
+    const int64_t blocks = (channels + kChannelBlock - 1) / kChannelBlock;
+    parallel(ctx.pool, images_ * blocks, std::max<int64_t>(1, 16384 / (len * kChannelBlock)),
+             [&](int64_t t0, int64_t t1) {
+               for (int64_t t = t0; t < t1; ++t) {
+                 const int64_t b = t / blocks, c0 = (t % blocks) * kChannelBlock;
+                 const int64_t width = std::min(kChannelBlock, channels - c0);
+                 float* yb = y + b * channels + c0;
+                 isa_.reduce_columns(ReduceKind::kSum, x + b * len * channels + c0, len, channels, width, yb);
+                 for (int64_t i = 0; i < width; ++i) yb[i] /= count;
+               }
+             });
     return Status();
   }
 
  private:
   const IsaKernels& isa_;
   ValueSource x_;
-  int64_t rows_ = 1, len_ = 1;
+  bool channels_last_;
+  int64_t images_ = 1, channels_ = 1, len_ = 1;
   std::vector<int64_t> out_dims_;
 };
 
@@ -472,14 +497,24 @@ Status check_gather_group(const SubGraph& sg) {
   return Status();
 }
 
-Result<std::unique_ptr<Kernel>> compile_gather_kernel(const SubGraph& sg, const IsaKernels& isa) {
+bool gather_takes_channels_last(const SubGraph& sg) {
+  const Graph& g = sg.graph();
+  if (sg.size() != 1) return false;
+  const Node& node = g.node(sg.nodes().first());
+  return node.op_type == "GlobalAveragePool" && node.domain.empty() && check_global_average_pool(g, node).ok() &&
+         g.value(node.inputs[0]).type.rank() == 4;
+}
+
+Result<std::unique_ptr<Kernel>> compile_gather_kernel(const SubGraph& sg, const IsaKernels& isa, bool channels_last) {
   TESSERA_RETURN_IF_ERROR(check_gather_group(sg));
+  if (channels_last && !gather_takes_channels_last(sg))
+    return internal_error("of the gather kernels, only a 4-D GlobalAveragePool takes channels-last");
   const Graph& g = sg.graph();
   if (sg.size() == 1) {
     const Node& node = g.node(sg.nodes().first());
     if (node.op_type == "GlobalAveragePool") {
       TESSERA_ASSIGN_OR_RETURN(ValueSource x, source_of(sg, node.inputs[0]));
-      return std::unique_ptr<Kernel>(new GlobalAveragePoolKernel(isa, std::move(x)));
+      return std::unique_ptr<Kernel>(new GlobalAveragePoolKernel(isa, std::move(x), channels_last));
     }
     if (node.op_type == "Resize") {
       TESSERA_ASSIGN_OR_RETURN(UpsamplePart part, resize_part(sg, node));

@@ -23,11 +23,15 @@ bool is_gather_op(const std::string& op_type);
 //                      tf_crop_and_resize, linear / cubic and the opset 18 axes attribute are
 //                      refused.
 //   Concat             any axis, any fixed-size dtype, static shapes (a byte copy).
-//   GlobalAveragePool  float32 N x C x spatial... (rank >= 3).
+//   GlobalAveragePool  float32 N x C x spatial... (rank >= 3); also channels-last (rank 4: the
+//                      input N x H x W x C, the output N x C x 1 x 1, stored alike in both
+//                      layouts).
 Status check_gather_node(const Graph& g, int n);
 // A group of more than one node: one Concat (float32, 4-D, axis 1) and nearest Resizes (as
 // above), each of which feeds that Concat and is read by nothing else.
 Status check_gather_group(const SubGraph& sg);
-Result<std::unique_ptr<Kernel>> compile_gather_kernel(const SubGraph& sg, const IsaKernels& isa);
+// A lone GlobalAveragePool of a 4-D tensor: the one gather group that takes channels-last.
+bool gather_takes_channels_last(const SubGraph& sg);
+Result<std::unique_ptr<Kernel>> compile_gather_kernel(const SubGraph& sg, const IsaKernels& isa, bool channels_last);
 
 }  // namespace tessera::native

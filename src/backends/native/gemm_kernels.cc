@@ -115,8 +115,9 @@ class GemmKernel final : public Kernel {
       for (int64_t off : plan_.layout.b_offsets) {
         auto [it, fresh] = packed_of.emplace(off, static_cast<int>(packed_b_.size()));
         if (fresh) {
-          packed_b_.emplace_back(packed_b_floats(s.k, s.n, isa_.gemm_nr));
-          pack_b(b_.constant->data<float>() + off, s.b_rs, s.b_cs, s.k, s.n, isa_.gemm_nr,
+          const int nr = gemm_panel_width(isa_, s.n);
+          packed_b_.emplace_back(packed_b_floats(s.k, s.n, nr));
+          pack_b(b_.constant->data<float>() + off, s.b_rs, s.b_cs, s.k, s.n, nr,
                  packed_b_.back().data());
         }
         b_index_.push_back(it->second);

@@ -150,6 +150,12 @@ struct IsaKernels {
   using GemmMicroRowsFn = void (*)(int64_t kc, const float* a, int64_t lda, const float* b, float* c,
                                    int64_t ldc, int n, bool accumulate);
   GemmMicroRowsFn gemm_micro_rows[16];
+  // A second, narrow register block for products of at most gemm_narrow_nr columns (one vector:
+  // 1x1 convolutions with few output channels, channels-last), with up to gemm_narrow_mr rows:
+  // the wide block would leave half its columns or more unused. gemm_narrow_nr == 0: none.
+  int gemm_narrow_mr, gemm_narrow_nr;
+  GemmMicroFn gemm_micro_narrow[32];
+  GemmMicroRowsFn gemm_micro_rows_narrow[32];
 
   // Direct convolution: output channels per packed weight block, and one output row of a block.
   int conv_oc_block;

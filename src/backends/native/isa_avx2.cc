@@ -128,7 +128,7 @@ const IsaKernels& avx2_kernels() {
   // Conv: 6 channels x 16 pixels, 12 accumulators. ConvTranspose: 4 columns x 24 input pixels
   // (a multiple of 4 keeps KW = 4 groups whole), 12 accumulators.
   static const IsaKernels k = simd::with_deconv<Avx2, 4, 12>(
-      simd::with_conv<Avx2, 6, 2>(simd::make_kernels<Avx2, 6, 2>(Isa::kAvx2)));
+      simd::with_conv<Avx2, 6, 2>(simd::make_kernels<Avx2, 6, 2, 12>(Isa::kAvx2)));
   return k;
 }
 

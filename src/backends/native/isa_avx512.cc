@@ -119,7 +119,7 @@ const IsaKernels& avx512_kernels() {
   // Conv: 12 output channels x 32 pixels, 24 accumulators. ConvTranspose: 12 columns x 32 input
   // pixels (4 columns x 64 pixels for a 1-channel output), 24 accumulators.
   static const IsaKernels k = simd::with_deconv<Avx512, 12, 24>(
-      simd::with_conv<Avx512, 12, 2>(simd::make_kernels<Avx512, 14, 2>(Isa::kAvx512)));
+      simd::with_conv<Avx512, 12, 2>(simd::make_kernels<Avx512, 14, 2, 28>(Isa::kAvx512)));
   return k;
 }
 

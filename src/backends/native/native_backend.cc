@@ -92,17 +92,18 @@ Status native_accepts(const SubGraph& sg) {
 
 bool native_takes_channels_last(const SubGraph& sg) {
   return is_eltwise_group(sg) || check_pointwise_conv_group(sg).ok() || check_depthwise_group(sg).ok() ||
-         check_separable_group(sg).ok();
+         check_separable_group(sg).ok() || gather_takes_channels_last(sg);
 }
 
 Result<std::unique_ptr<Kernel>> compile_native(const SubGraph& sg, const IsaKernels& isa, bool channels_last) {
   if (channels_last && !native_takes_channels_last(sg))
-    return internal_error("only elementwise kernels, 1x1 and depthwise convolutions take channels-last");
+    return internal_error(
+        "only elementwise kernels, 1x1 and depthwise convolutions and GlobalAveragePool take channels-last");
   TESSERA_RETURN_IF_ERROR(native_accepts(sg));
   const Graph& g = sg.graph();
   if (sg.size() == 1 && is_llm_op(g.node(sg.nodes().first()))) return compile_llm_kernel(sg, isa);
   for (int n : sg.nodes())
-    if (is_gather_op(g.node(n).op_type)) return compile_gather_kernel(sg, isa);
+    if (is_gather_op(g.node(n).op_type)) return compile_gather_kernel(sg, isa, channels_last);
   if (sg.size() > 1) {
     if (Result<DecomposedLayerNorm> ln = match_decomposed_layer_norm(sg); ln.ok())
       return compile_layer_norm(sg, isa, ln->x, ln->axis, ln->epsilon, ln->scale, ln->bias);

@@ -121,8 +121,9 @@ class PointwiseConvKernel final : public PixelBandKernel {
     if (plan_.head.node >= 0) {
       TESSERA_ASSIGN_OR_RETURN(s_, source_of(sg, plan_.head.s));
     } else if (channels_last_) {  // a constant B: packed once
-      packed_ = std::make_unique<ScratchBuffer>(packed_b_floats(c, oc, isa_.gemm_nr));
-      pack_b(weights_.data(), oc, 1, c, oc, isa_.gemm_nr, packed_->data());
+      const int nr = gemm_panel_width(isa_, oc);
+      packed_ = std::make_unique<ScratchBuffer>(packed_b_floats(c, oc, nr));
+      pack_b(weights_.data(), oc, 1, c, oc, nr, packed_->data());
     }
     if (channels_last_) {
       if (x_.slot >= 0) x_.dims = channels_last_dims(x_.dims);
@@ -148,7 +149,7 @@ class PointwiseConvKernel final : public PixelBandKernel {
       for (int64_t b = 0; b < weight_sets; ++b) {
         const float* sb = s + b * plan_.s_batch_stride;
         if (channels_last_) {  // B = (W' diag(s))^T in panels of nr columns ([i][nr] each)
-          const int nr = isa_.gemm_nr;
+          const int nr = gemm_panel_width(isa_, oc);
           scaled.emplace_back(packed_b_floats(c, oc, nr));
           float* panel = scaled.back().data();
           for (int64_t o0 = 0; o0 < oc; o0 += nr, panel += c * nr) {

@@ -13,12 +13,18 @@ constexpr int64_t kKc =
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The register block for n columns (the narrow one when it holds them all) and its kernels.
 struct Blocking {
   int mr, nr;
   int64_t mc, nc;
+  const IsaKernels::GemmMicroFn* micro;
+  const IsaKernels::GemmMicroRowsFn* micro_rows;
 };
-Blocking blocking_for(const IsaKernels& isa) {
-  Blocking b{isa.gemm_mr, isa.gemm_nr, 0, 0};
+bool use_narrow(const IsaKernels& isa, int64_t n) { return isa.gemm_narrow_nr > 0 && n <= isa.gemm_narrow_nr; }
+Blocking blocking_for(const IsaKernels& isa, int64_t n) {
+  Blocking b{isa.gemm_mr, isa.gemm_nr, 0, 0, isa.gemm_micro, isa.gemm_micro_rows};
+  if (use_narrow(isa, n))
+    b = {isa.gemm_narrow_mr, isa.gemm_narrow_nr, 0, 0, isa.gemm_micro_narrow, isa.gemm_micro_rows_narrow};
   b.mc = static_cast<int64_t>(b.mr) * std::max(1, 168 / b.mr);  // A block of mc x kc in L2
   b.nc = std::max<int64_t>(b.nr, 512 / b.nr * b.nr);            // C block of mc x nc in L2
   return b;
@@ -67,6 +73,8 @@ std::pair<int64_t, int64_t> slab_grid(int64_t m, int64_t n, int mr, int nr, int6
 
 }  // namespace
 
+int gemm_panel_width(const IsaKernels& isa, int64_t n) { return use_narrow(isa, n) ? isa.gemm_narrow_nr : isa.gemm_nr; }
+
 int64_t packed_b_floats(int64_t k, int64_t n, int nr) { return ceil_div(n, nr) * nr * k; }
 
 void pack_b(const float* b, int64_t rs, int64_t cs, int64_t k, int64_t n, int nr, float* dst) {
@@ -91,7 +99,7 @@ void pack_b(const float* b, int64_t rs, int64_t cs, int64_t k, int64_t n, int nr
 void sgemm_batched(const IsaKernels& isa, const GemmShape& s,
                    const std::vector<GemmOperands>& problems, const GemmHooks& hooks,
                    ThreadPool* pool) {
-  const Blocking bl = blocking_for(isa);
+  const Blocking bl = blocking_for(isa, s.n);
   const int64_t batches = static_cast<int64_t>(problems.size());
   if (batches == 0 || s.m == 0 || s.n == 0) return;
   // Small products run on the calling thread: handing a few hundred thousand flops to a second
@@ -193,10 +201,10 @@ void sgemm_batched(const IsaKernels& isa, const GemmShape& s,
                 const int rows = static_cast<int>(std::min<int64_t>(bl.mr, mc - ir));
                 float* c = op.c + (ic + ir) * s.ldc + jr;
                 if (a_in_place) {
-                  isa.gemm_micro_rows[rows - 1](kc, op.a + (ic + ir) * s.a_rs + pc, s.a_rs, b_block, c, s.ldc,
+                  bl.micro_rows[rows - 1](kc, op.a + (ic + ir) * s.a_rs + pc, s.a_rs, b_block, c, s.ldc,
                                                 cols, accumulate);
                 } else {
-                  isa.gemm_micro[rows - 1](kc, ap + ir * kc, b_block, c, s.ldc, cols, accumulate);
+                  bl.micro[rows - 1](kc, ap + ir * kc, b_block, c, s.ldc, cols, accumulate);
                 }
               }
             }

@@ -16,6 +16,9 @@
 
 namespace tessera::native {
 
+// The width of the panels sgemm_batched reads a packed B of n columns in (GemmShape::b_packed):
+// IsaKernels::gemm_narrow_nr when the narrow register block holds all n, else gemm_nr.
+int gemm_panel_width(const IsaKernels& isa, int64_t n);
 // Floats of a packed k x n B for panels of nr columns.
 int64_t packed_b_floats(int64_t k, int64_t n, int nr);
 // Packs B (element (kk, j) at b[kk * rs + j * cs]) into panels of nr columns.

@@ -17,7 +17,7 @@ void gemm_block(int64_t kc, const float* a, int64_t lda, const float* b, float* 
   constexpr int W = S::W;
   constexpr int NR = NV * W;
   V acc[M][NV];
-#pragma GCC unroll 16
+#pragma GCC unroll 32
   for (int i = 0; i < M; ++i)
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) acc[i][j] = S::zero();
@@ -25,7 +25,7 @@ void gemm_block(int64_t kc, const float* a, int64_t lda, const float* b, float* 
     V bv[NV];
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) bv[j] = S::load_aligned(b + j * W);
-#pragma GCC unroll 16
+#pragma GCC unroll 32
     for (int i = 0; i < M; ++i) {
       const V av = S::set1(kALd > 0 ? a[i] : a[i * lda]);
 #pragma GCC unroll 4
@@ -35,7 +35,7 @@ void gemm_block(int64_t kc, const float* a, int64_t lda, const float* b, float* 
     b += NR;
   }
   if (n == NR) {
-#pragma GCC unroll 16
+#pragma GCC unroll 32
     for (int i = 0; i < M; ++i)
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) {
@@ -44,10 +44,13 @@ void gemm_block(int64_t kc, const float* a, int64_t lda, const float* b, float* 
       }
     return;
   }
+  // Unrolled like the loops above, so that the accumulators stay in registers.
+#pragma GCC unroll 32
   for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) {
       const int cols = n - j * W;
-      if (cols <= 0) break;
+      if (cols <= 0) continue;
       float* p = c + i * ldc + j * W;
       if (cols >= W) {
         S::store(p, accumulate ? S::add(acc[i][j], S::load(p)) : acc[i][j]);

@@ -15,11 +15,17 @@ void fill_gemm_micro(IsaKernels& k, std::integer_sequence<int, Ms...>) {
   ((k.gemm_micro[Ms] = &gemm_micro<S, kMr, Ms + 1, kNv>), ...);
   ((k.gemm_micro_rows[Ms] = &gemm_micro_rows<S, Ms + 1, kNv>), ...);
 }
+template <class S, int kMr, int... Ms>
+void fill_gemm_micro_narrow(IsaKernels& k, std::integer_sequence<int, Ms...>) {
+  ((k.gemm_micro_narrow[Ms] = &gemm_micro<S, kMr, Ms + 1, 1>), ...);
+  ((k.gemm_micro_rows_narrow[Ms] = &gemm_micro_rows<S, Ms + 1, 1>), ...);
+}
 
-// kMr x (kNv * S::W) is the GEMM register block.
-template <class S, int kMr, int kNv>
+// kMr x (kNv * S::W) is the GEMM register block; kNarrowMr x S::W the narrow one (0: none).
+template <class S, int kMr, int kNv, int kNarrowMr = 0>
 IsaKernels make_kernels(Isa isa) {
   static_assert(kMr <= 16, "gemm_micro has room for 16 row counts");
+  static_assert(kNarrowMr <= 32, "gemm_micro_narrow has room for 32 row counts");
   IsaKernels k{};
   k.isa = isa;
   k.vector_width = S::W;
@@ -38,6 +44,9 @@ IsaKernels make_kernels(Isa isa) {
   k.gemm_mr = kMr;
   k.gemm_nr = kNv * S::W;
   fill_gemm_micro<S, kMr, kNv>(k, std::make_integer_sequence<int, kMr>());
+  k.gemm_narrow_mr = kNarrowMr;
+  k.gemm_narrow_nr = kNarrowMr > 0 ? S::W : 0;
+  fill_gemm_micro_narrow<S, kNarrowMr>(k, std::make_integer_sequence<int, kNarrowMr>());
   k.winograd_input_tile_row = &winograd_input_tile_row<S>;
   k.winograd_output_tile_row = &winograd_output_tile_row<S>;
   k.depthwise_row = &depthwise_row<S>;
