@@ -126,10 +126,23 @@ void depthwise_cl_row(const DepthwiseClArgs& a) {
   const int64_t hi = a.w - 1 + a.pad_left - reach < 0 ? 0 : (a.w - 1 + a.pad_left - reach) / a.sw + 1;
   int64_t ow = a.ow0;
   float* out = a.out;
+  const int64_t inner_end = std::min(hi, a.ow1);
   while (ow < a.ow1) {
-    if (ow >= lo && ow + kPixels <= std::min(hi, a.ow1)) {
+    // Inner pixels in blocks of 8, then 4 and 2 (a pixel alone is one chain of dependent FMAs,
+    // several times slower per pixel: k5 rows of 80 pixels left 4 of them to it).
+    if (ow >= lo && ow + kPixels <= inner_end) {
       depthwise_cl_pixels<S, kPixels>(a, rows, row_taps, nrows, ow, 0, a.kw, out);
       ow += kPixels, out += kPixels * a.c;
+      continue;
+    }
+    if (ow >= lo && ow + 4 <= inner_end) {
+      depthwise_cl_pixels<S, 4>(a, rows, row_taps, nrows, ow, 0, a.kw, out);
+      ow += 4, out += 4 * a.c;
+      continue;
+    }
+    if (ow >= lo && ow + 2 <= inner_end) {
+      depthwise_cl_pixels<S, 2>(a, rows, row_taps, nrows, ow, 0, a.kw, out);
+      ow += 2, out += 2 * a.c;
       continue;
     }
     // One pixel, its taps inside the image: k0 <= k < k1.
