@@ -386,6 +386,20 @@ TEST(NativeGemm, NarrowProductsAtAndAroundOneVectorOfColumns) {
   }
 }
 
+// Gemm's C of one row (a bias per column, beta 1) starts the micro-kernel's accumulators: the
+// first of several k blocks (k 300 > 256) adds it, the later ones add C; narrow, one and several
+// panels of columns, with a Relu tail.
+TEST(NativeGemm, ColumnBiasStartsTheFirstKBlock) {
+  for (int64_t n : {5, 16, 45, 100}) {
+    for (int64_t k : {7, 300}) {
+      TestGraph t;
+      const int y = t.op("Gemm", {t.input({33, k}), t.constant({k, n}), t.constant({n})});
+      t.finish({t.op("Relu", {y})});
+      expect_matches_ref(t, 2e-6, "Gemm+Relu k" + std::to_string(k) + " n" + std::to_string(n));
+    }
+  }
+}
+
 TEST(NativeGemm, GemmTransposesAlphaBetaAndBias) {
   for (int ta = 0; ta < 2; ++ta) {
     for (int tb = 0; tb < 2; ++tb) {

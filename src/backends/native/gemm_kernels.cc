@@ -173,7 +173,9 @@ class GemmKernel final : public Kernel {
           {a + plan_.layout.a_offsets[i], bi, cp + static_cast<int64_t>(i) * s.m * s.n});
     }
     GemmHooks hooks;
-    if (bias) {
+    if (bias && plan_.bias_rows == 1 && plan_.bias_cols == s.n && s.n > 1 && plan_.beta == 1.0f && s.k > 0) {
+      hooks.column_bias = bias;  // a bias per column starts the accumulators
+    } else if (bias) {
       const float beta = plan_.beta;
       const int64_t bc = plan_.bias_cols, br = plan_.bias_rows;
       hooks.init = [=](int64_t, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float*) {

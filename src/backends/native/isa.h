@@ -100,6 +100,13 @@ struct DepthwiseClArgs {
   float* out;  // [ow1 - ow0][c]
 };
 
+// What a GEMM micro-kernel's block of C starts from before the products are added: zero, C itself
+// (a later k block), or a bias: bias[j] for column j of the block, or bias[i] for its row i.
+struct GemmStart {
+  enum Kind { kZero, kC, kColumnBias, kRowBias } kind = kZero;
+  const float* bias = nullptr;
+};
+
 // The kernels for one ISA. Pointers to plain functions, so the caller needs no vector types.
 struct IsaKernels {
   Isa isa;
@@ -143,12 +150,12 @@ struct IsaKernels {
   // gemm_mr, n <= gemm_nr. gemm_micro[m - 1] is specialized for m rows.
   int gemm_mr, gemm_nr;
   using GemmMicroFn = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
-                               int n, bool accumulate);
+                               int n, GemmStart start);
   GemmMicroFn gemm_micro[16];
   // The same with A read in place: A(i, k) = a[i * lda + k] (no packing; rows of a channels-last
   // activation).
   using GemmMicroRowsFn = void (*)(int64_t kc, const float* a, int64_t lda, const float* b, float* c,
-                                   int64_t ldc, int n, bool accumulate);
+                                   int64_t ldc, int n, GemmStart start);
   GemmMicroRowsFn gemm_micro_rows[16];
   // A second, narrow register block for products of at most gemm_narrow_nr columns (one vector:
   // 1x1 convolutions with few output channels, channels-last), with up to gemm_narrow_mr rows:

@@ -215,22 +215,14 @@ class PointwiseConvKernel final : public PixelBandKernel {
     return shape;
   }
 
-  // Blocks of C start from the folded shift and get the tail when complete. Row i of problem
-  // `batch` is row batch * rows_per_batch + row0 + i of y (ldc floats each): a pixel
-  // channels-last, an output channel row-major.
+  // Blocks of C start from the folded shift (in the micro-kernel's accumulators) and get the tail
+  // when complete. Row i of problem `batch` is row batch * rows_per_batch + row0 + i of y (ldc
+  // floats each): a pixel channels-last, an output channel row-major.
   GemmHooks hooks_for(const EltwiseTail::Run& r, float* y, int64_t rows_per_batch, int64_t row0) const {
-    const float* shift = plan_.affine.shift.data();
-    const bool per_column = channels_last_;  // the shift's channel is C's column, else its row
     const int64_t ldc = channels_last_ ? plan_.oc : plan_.hw;
     GemmHooks hooks;
-    hooks.init = [=](int64_t batch, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float*) {
-      float* cb = y + (batch * rows_per_batch + row0) * ldc;
-      for (int64_t i = m0; i < m1; ++i) {
-        float* row = cb + i * ldc;
-        if (per_column) std::copy(shift + n0, shift + n1, row + n0);
-        else std::fill(row + n0, row + n1, shift[i]);
-      }
-    };
+    // The shift's channel is C's column channels-last, else its row.
+    (channels_last_ ? hooks.column_bias : hooks.row_bias) = plan_.affine.shift.data();
     if (!tail_.empty()) {
       const EltwiseTail* tail = &tail_;
       const IsaKernels* isa = &isa_;

@@ -194,17 +194,24 @@ void sgemm_batched(const IsaKernels& isa, const GemmShape& s,
             if (!pack_whole_a && !a_in_place)
               pack_a(op.a, s.a_rs, s.a_cs, ic, mc, pc, kc, bl.mr, s.alpha, a_pack);
             const bool accumulate = pc > 0 || static_cast<bool>(hooks.init);
+            // Where this k block's micro-kernels start C from: a bias only in the first.
+            auto start_of = [&](int64_t row, int64_t col) {
+              if (accumulate) return GemmStart{GemmStart::kC, nullptr};
+              if (hooks.column_bias) return GemmStart{GemmStart::kColumnBias, hooks.column_bias + col};
+              if (hooks.row_bias) return GemmStart{GemmStart::kRowBias, hooks.row_bias + row};
+              return GemmStart{};
+            };
             for (int64_t jr = jc; jr < jc + nc; jr += bl.nr) {
               const int cols = static_cast<int>(std::min<int64_t>(bl.nr, jc + nc - jr));
               const float* b_block = bp + jr * s.k + pc * bl.nr;
               for (int64_t ir = 0; ir < mc; ir += bl.mr) {
                 const int rows = static_cast<int>(std::min<int64_t>(bl.mr, mc - ir));
                 float* c = op.c + (ic + ir) * s.ldc + jr;
+                const GemmStart start = start_of(ic + ir, jr);
                 if (a_in_place) {
-                  bl.micro_rows[rows - 1](kc, op.a + (ic + ir) * s.a_rs + pc, s.a_rs, b_block, c, s.ldc,
-                                                cols, accumulate);
+                  bl.micro_rows[rows - 1](kc, op.a + (ic + ir) * s.a_rs + pc, s.a_rs, b_block, c, s.ldc, cols, start);
                 } else {
-                  bl.micro[rows - 1](kc, ap + ir * kc, b_block, c, s.ldc, cols, accumulate);
+                  bl.micro[rows - 1](kc, ap + ir * kc, b_block, c, s.ldc, cols, start);
                 }
               }
             }

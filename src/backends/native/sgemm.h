@@ -45,6 +45,11 @@ struct GemmOperands {
 using GemmBlockFn = std::function<void(int64_t batch, int64_t m0, int64_t m1, int64_t n0,
                                        int64_t n1, float* scratch)>;
 struct GemmHooks {
+  // C(i, j) of every problem starts from column_bias[j], or row_bias[i] (a bias in the
+  // micro-kernel's accumulators: no pass over C), or what `init` fills in; else from zero. At most
+  // one of the three; the biases need k > 0 (with k == 0 no block is computed).
+  const float* column_bias = nullptr;
+  const float* row_bias = nullptr;
   GemmBlockFn init;    // fills C's block before accumulation (a bias); unset: C is overwritten
   GemmBlockFn finish;  // runs on a block once it is complete (an elementwise tail)
   int64_t scratch_floats = 0;

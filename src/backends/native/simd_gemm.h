@@ -10,9 +10,11 @@ namespace tessera::native::simd {
 // through kALd: A(i, k) = a[k * kALd + i] when kALd > 0 (packed [k][kALd], kALd >= M), else
 // a[i * lda + k] (rows of a channels-last activation read in place, no packing). n <= NV*W
 // columns of C are written (masked at the edge).
+// C starts from `start` (GemmStart): itself (accumulate), zero, or a bias per column (a vector
+// of n floats) or per row (M floats): a bias in the accumulators costs no pass over C.
 template <class S, int kALd, int M, int NV>
 void gemm_block(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, int n,
-                bool accumulate) {
+                GemmStart start) {
   using V = typename S::V;
   constexpr int W = S::W;
   constexpr int NR = NV * W;
@@ -26,7 +28,14 @@ void gemm_block(int64_t kc, const float* a, int64_t lda, const float* b, float* 
     for (int j = 0; j < NV; ++j) {
       const int cols = n - j * W;
       const float* p = c + i * ldc + j * W;
-      acc[i][j] = !accumulate || cols <= 0 ? S::zero() : cols >= W ? S::load(p) : S::load_n(p, cols);
+      if (cols <= 0 || start.kind == GemmStart::kZero) {
+        acc[i][j] = S::zero();
+      } else if (start.kind == GemmStart::kRowBias) {
+        acc[i][j] = S::set1(start.bias[i]);
+      } else {
+        const float* q = start.kind == GemmStart::kC ? p : start.bias + j * W;
+        acc[i][j] = cols >= W ? S::load(q) : S::load_n(q, cols);
+      }
     }
   for (int64_t k = 0; k < kc; ++k) {
     V bv[NV];
@@ -68,13 +77,13 @@ void gemm_block(int64_t kc, const float* a, int64_t lda, const float* b, float* 
 
 // The packed form (IsaKernels::gemm_micro) and the in-place rows form (gemm_micro_rows).
 template <class S, int kALd, int M, int NV>
-void gemm_micro(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int n, bool accumulate) {
-  gemm_block<S, kALd, M, NV>(kc, a, 0, b, c, ldc, n, accumulate);
+void gemm_micro(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int n, GemmStart start) {
+  gemm_block<S, kALd, M, NV>(kc, a, 0, b, c, ldc, n, start);
 }
 template <class S, int M, int NV>
 void gemm_micro_rows(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, int n,
-                     bool accumulate) {
-  gemm_block<S, 0, M, NV>(kc, a, lda, b, c, ldc, n, accumulate);
+                     GemmStart start) {
+  gemm_block<S, 0, M, NV>(kc, a, lda, b, c, ldc, n, start);
 }
 
 }  // namespace tessera::native::simd
