@@ -52,8 +52,10 @@ struct OptimizeOptions {
   // plan when it runs faster than the searched plans.
   bool placements = true;
   // Then the fastest placement (and the next one when it measured within `finalist_factor` of it)
-  // is refined by moves to backends expected to run them faster: single
-  // nodes, and regions (a node, everything downstream of it, and the producers only they consume),
+  // is refined by moves to other backends: classes (the groups another backend's placement forms
+  // alike, two or more, moved together: refine_max_class_tries of them, first), single nodes and
+  // regions (a node, everything downstream of it, and the producers only they consume) expected to
+  // run faster there,
   // each kept only when the whole model runs at least `refine_min_gain` faster end to end (at most
   // `refine_max_tries` moves considered per base, each timed end to end or recalled from the cost database
   // as lost before; moves expected to save under `refine_min_saving` of the placement's time are
@@ -69,6 +71,9 @@ struct OptimizeOptions {
   double finalist_factor = 1.3;
   int max_finalists = 3;
   int refine_max_tries = 24;
+  // Class moves (the groups another backend's placement forms alike, moved together) tried per
+  // base before the others, whatever their expected saving.
+  int refine_max_class_tries = 8;
   double refine_min_gain = 0.015;
   double refine_min_saving = 0.002;
   // A region holding more than this share of the base placement's time is not a move: moving most
@@ -167,7 +172,9 @@ struct OptimizeResult {
 
 Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& options);
 
-// The fastest single-backend placement, refined by moves judged end to end: a node that another
+// The fastest single-backend placement, refined by moves judged end to end: the groups another
+// backend's own placement forms alike (one per repeated block: cls's squeeze-excitation tails) leave
+// together for that backend; a node that another
 // backend is expected to run faster alone (its per-node estimates) leaves the placement's groups for
 // a kernel of its own there; a region (a node and everything downstream of it, grown upstream by the
 // producers only the region consumes) that another backend runs whole leaves for that backend's own
