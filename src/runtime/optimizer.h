@@ -51,7 +51,8 @@ struct OptimizeOptions {
   // Each backend's whole-model placement is timed end to end after the search and becomes the
   // plan when it runs faster than the searched plans.
   bool placements = true;
-  // Then the fastest placement (and the next one when it measured within `finalist_factor` of it)
+  // Then the fastest placement (and the next ones measured within `finalist_factor` of it, up to
+  // `max_refine_bases` in all)
   // is refined by moves to other backends: classes (the groups another backend's placement forms
   // alike, two or more, moved together: refine_max_class_tries of them, first), single nodes and
   // regions (a node, everything downstream of it, and the producers only they consume) expected to
@@ -71,6 +72,8 @@ struct OptimizeOptions {
   double finalist_factor = 1.3;
   int max_finalists = 3;
   int refine_max_tries = 24;
+  // Placements refined: the fastest and those measured within finalist_factor of it, at most this many.
+  int max_refine_bases = 3;
   // Class moves (the groups another backend's placement forms alike, moved together) tried per
   // base before the others, whatever their expected saving.
   int refine_max_class_tries = 8;
@@ -131,6 +134,9 @@ struct PlanVariant {
   // The finalists (contenders measured near the fastest) are timed once more side by side, taking
   // turns; the fastest there is chosen. -1: not a finalist.
   double final_seconds = -1;
+  // The placements measured within twice the fastest are timed again side by side to choose the
+  // ones refined (OptimizeOptions::max_refine_bases); -1: not among them.
+  double base_seconds = -1;
   // A searched set pursues only plans predicted under this: an earlier set's best, or the fastest
   // end-to-end time of its backends' placements (large graphs); -1: no bound.
   double bound_seconds = -1;
