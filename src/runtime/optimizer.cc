@@ -583,12 +583,14 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
       contender_parts.push_back(std::move(parts));
     }
   }
-  // The refinement starts from the fastest placement and from the next ones when they measured near
+  // The refinement starts from the fastest placement and from the next one when it measured near
   // it (finalist_factor; at most max_refine_bases, each with a share of the time): det's oneDNN
   // placements (both layouts) and native's run within a few percent of each other, single timings
   // of any came out 50% slow at times, and only oneDNN's row-major base has the move that wins (the
-  // head region to native; with two bases, native's and oneDNN's channels-last one were refined once
-  // and the plan ran 29 ms instead of 24).
+  // head region to native; with bases chosen from single timings, native's and oneDNN's
+  // channels-last ones were refined once and the plan ran 29 ms instead of 24). (Three bases
+  // left a cold det run's refinement unfinished at the budget's share: the next run timed 22 more
+  // moves, 35 s.)
   // The placements within twice the fastest are timed once more side by side, taking turns, and
   // those times choose: one timing each, taken one after another, let a slow spell of the machine
   // drop det's oneDNN row-major placement (52.7 ms there, 33-35 ms in turns with the others).

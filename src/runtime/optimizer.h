@@ -73,10 +73,10 @@ struct OptimizeOptions {
   int max_finalists = 3;
   int refine_max_tries = 24;
   // Placements refined: the fastest and those measured within finalist_factor of it, at most this many.
-  int max_refine_bases = 3;
+  int max_refine_bases = 2;
   // Class moves (the groups another backend's placement forms alike, moved together) tried per
   // base before the others, whatever their expected saving.
-  int refine_max_class_tries = 8;
+  int refine_max_class_tries = 4;
   double refine_min_gain = 0.015;
   double refine_min_saving = 0.002;
   // A region holding more than this share of the base placement's time is not a move: moving most
