@@ -842,6 +842,33 @@ TEST(Optimizer, RefinementMovesClassesOfLikeGroupsTogether) {
   EXPECT_FALSE(none.improved);
 }
 
+// A region recalled as lost (an earlier run timed it) is as one that lost in this run: the regions
+// one node away from it are not tried, so a warm run times no move the cold run did not.
+TEST(Optimizer, RefinementSkipsRegionsNextToOnesRecalledAsLost) {
+  TestGraph t;
+  int v = t.input({4, 64});
+  for (int i = 0; i < 2; ++i) v = t.op("Sigmoid", {t.op("Relu", {v})});
+  t.finish({v});
+  TimedBackend base("base", {{"Relu", 0.0}, {"Sigmoid", 0.0}});
+  TimedBackend fast("fast", {{"Relu", 0.0}, {"Sigmoid", 0.0}});
+  std::map<const Backend*, std::vector<double>> node_seconds = {{&base, std::vector<double>(4, 0.004)},
+                                                                {&fast, std::vector<double>(4, 0.003)}};
+  OptimizeOptions o;
+  o.refine_min_saving = 0.1;      // 1.6 ms: no single node's 1 ms; regions of 2, 3 and 4 nodes
+  o.refine_max_region_share = 1;  // the whole model is a region here
+  std::vector<int> tried_sizes;
+  MoveMemory memory;
+  memory.recall = [](const NodeSet& nodes, const Backend&) -> std::optional<bool> {
+    if (nodes.count() == 4) return false;  // the whole chain lost before
+    return std::nullopt;
+  };
+  memory.remember = [&](const NodeSet& nodes, const Backend&, bool) { tried_sizes.push_back(nodes.count()); };
+  Refinement r = refine_placement(t.g, base, {&base, &fast}, node_seconds, t.inputs, quick(), o,
+                                  std::chrono::steady_clock::now() + std::chrono::seconds(60), &memory);
+  EXPECT_EQ(r.tried, 1);
+  EXPECT_EQ(tried_sizes, std::vector<int>{2});  // the 3-node region is one node from the lost one
+}
+
 // A region holding most of the base placement's time is the other backend's placement, timed
 // on its own: not a move.
 TEST(Optimizer, RefinementLeavesRegionsOfMostOfTheModelToTheOtherPlacement) {
