@@ -530,7 +530,6 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
   // searched plan predicted 43 ms ran 55-61 ms; oneDNN's placement, one kernel, 31 ms).
   const Backend* fastest_placement = nullptr;
   double fastest_placement_seconds = -1;
-  int fastest_placement_variant = -1;
   std::vector<std::pair<const Backend*, int>> timed_placements;  // (backend, its variant), run end to end
   if (options.placements) {
     for (const Backend* b : backends)
@@ -571,7 +570,6 @@ Result<OptimizeResult> optimize_graph(const Graph& g, const OptimizeOptions& opt
         timed_placements.emplace_back(b, static_cast<int>(result.variants.size()));
         if (!fastest_placement || pv.measured_seconds < fastest_placement_seconds) {
           fastest_placement = b, fastest_placement_seconds = pv.measured_seconds;
-          fastest_placement_variant = static_cast<int>(result.variants.size());
         }
         if (best < 0 || pv.measured_seconds < best) {
           best = pv.measured_seconds;
