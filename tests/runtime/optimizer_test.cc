@@ -54,6 +54,27 @@ class BrokenBackend final : public Backend {
   bool compiles_;
 };
 
+// Applies Relu / Sigmoid in order to its one input, like ref, then spins for `seconds`.
+struct SpinKernel final : Kernel {
+  SpinKernel(std::vector<std::string> ops, double seconds) : ops(std::move(ops)), seconds(seconds) {}
+  Status run(const std::vector<const Tensor*>& in, std::vector<Tensor>& out, KernelRunContext& ctx) override {
+    out[0] = ctx.alloc.allocate(DType::kFloat32, in[0]->dims());
+    const float* x = in[0]->data<float>();
+    float* y = out[0].data<float>();
+    for (int64_t i = 0; i < in[0]->numel(); ++i) {
+      float v = x[i];
+      for (const std::string& op : ops) v = op == "Relu" ? std::max(v, 0.f) : 1.f / (1.f + std::exp(-v));
+      y[i] = v;
+    }
+    for (auto t0 = std::chrono::steady_clock::now();
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < seconds;) {
+    }
+    return Status();
+  }
+  std::vector<std::string> ops;
+  double seconds;
+};
+
 // A backend of unary ops whose kernels compute them like ref and then spin for a set time per op
 // type: a controllable "slow" or "fast" backend for the refinement (op names listed are supported).
 class TimedBackend final : public Backend {
@@ -70,25 +91,8 @@ class TimedBackend final : public Backend {
   }
   std::vector<std::string> claimed_patterns() const override { return {}; }
   Result<std::unique_ptr<Kernel>> compile(const SubGraph& sg, const CompileOptions&) const override {
-    struct Spin final : Kernel {
-      std::string op;
-      double seconds = 0;
-      Status run(const std::vector<const Tensor*>& in, std::vector<Tensor>& out, KernelRunContext& ctx) override {
-        out[0] = ctx.alloc.allocate(DType::kFloat32, in[0]->dims());
-        const float* x = in[0]->data<float>();
-        float* y = out[0].data<float>();
-        for (int64_t i = 0; i < in[0]->numel(); ++i)
-          y[i] = op == "Relu" ? std::max(x[i], 0.f) : 1.f / (1.f + std::exp(-x[i]));
-        for (auto t0 = std::chrono::steady_clock::now();
-             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < seconds;) {
-        }
-        return Status();
-      }
-    };
-    auto k = std::make_unique<Spin>();
-    k->op = sg.graph().node(sg.nodes().first()).op_type;
-    k->seconds = seconds_.at(k->op);
-    return std::unique_ptr<Kernel>(std::move(k));
+    const std::string& op = sg.graph().node(sg.nodes().first()).op_type;
+    return std::unique_ptr<Kernel>(new SpinKernel({op}, seconds_.at(op)));
   }
 
  private:
@@ -122,28 +126,9 @@ class PairFusingBackend final : public Backend {
   }
   std::vector<std::string> claimed_patterns() const override { return {}; }
   Result<std::unique_ptr<Kernel>> compile(const SubGraph& sg, const CompileOptions&) const override {
-    struct Spin final : Kernel {
-      std::vector<std::string> ops;
-      double seconds = 0;
-      Status run(const std::vector<const Tensor*>& in, std::vector<Tensor>& out, KernelRunContext& ctx) override {
-        out[0] = ctx.alloc.allocate(DType::kFloat32, in[0]->dims());
-        const float* x = in[0]->data<float>();
-        float* y = out[0].data<float>();
-        for (int64_t i = 0; i < in[0]->numel(); ++i) {
-          float v = x[i];
-          for (const std::string& op : ops) v = op == "Relu" ? std::max(v, 0.f) : 1.f / (1.f + std::exp(-v));
-          y[i] = v;
-        }
-        for (auto t0 = std::chrono::steady_clock::now();
-             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < seconds;) {
-        }
-        return Status();
-      }
-    };
-    auto k = std::make_unique<Spin>();
-    for (int n : sg.nodes()) k->ops.push_back(sg.graph().node(n).op_type);
-    k->seconds = sg.size() == 1 ? node_seconds_ : pair_seconds_;
-    return std::unique_ptr<Kernel>(std::move(k));
+    std::vector<std::string> ops;
+    for (int n : sg.nodes()) ops.push_back(sg.graph().node(n).op_type);
+    return std::unique_ptr<Kernel>(new SpinKernel(ops, sg.size() == 1 ? node_seconds_ : pair_seconds_));
   }
 
  private:
