@@ -792,6 +792,39 @@ TEST(Optimizer, RefinementMovesDownstreamRegions) {
   EXPECT_GT(r.log[0].before_seconds, r.log[0].after_seconds);
 }
 
+// Nodes the base placement leaves to ref cost ref's time there, and a region may hold nodes only
+// ref runs (rec's neck: Reshapes on ref either way, Transposes on ref under oneDNN, on native
+// after a move). Chain a: Relu -> b: Identity (ref for both) -> c: Sigmoid (ref under the base,
+// expected 4 ms there) -> d: Relu (3 ms a run on the base). Counted as free, c promised no saving
+// and b's lack of a time on `fast` emptied every region through it: only d alone was left, below
+// the minimum saving.
+TEST(Optimizer, RefinementCountsNodesLeftToRefAtRefsTime) {
+  TestGraph t;
+  int x = t.input({4, 64});
+  int a = t.op("Relu", {x});
+  int c = t.op("Sigmoid", {t.op("Identity", {a})});
+  t.finish({t.op("Relu", {c})});
+  TimedBackend base("base", {{"Relu", 0.003}});
+  TimedBackend fast("fast", {{"Relu", 0.0}, {"Sigmoid", 0.0}});
+  const double inf = std::numeric_limits<double>::infinity();
+  std::map<const Backend*, std::vector<double>> node_seconds = {
+      {&base, {0.001, inf, inf, 0.001}}, {&fast, {0.0, inf, 0.0, 0.0}}, {&ref_backend(), {0.001, 1e-4, 0.004, 0.001}}};
+  OptimizeOptions o;
+  o.refine_min_saving = 0.6;         // of the 6.1 ms expected: d alone (1 ms) is not tried
+  o.refine_max_region_share = 0.9;  // the whole chain is not a move
+  Refinement r = refine_placement(t.g, base, {&base, &fast}, node_seconds, t.inputs, quick(), o,
+                                  std::chrono::steady_clock::now() + std::chrono::seconds(60));
+  ASSERT_TRUE(r.improved);
+  ASSERT_FALSE(r.log.empty());
+  EXPECT_NEAR(r.log[0].expected_saving, 0.005, 1e-9);  // c: 4 ms on ref, d: 1 ms on the base
+  std::map<std::string, std::string> on;  // op -> backend ("" : ref)
+  for (const Partition& p : r.partitions)
+    for (int n : p.nodes) on[t.g.node(n).op_type + std::to_string(n)] = p.backend->name();
+  EXPECT_EQ(on["Relu0"], "base");
+  EXPECT_EQ(on["Sigmoid2"], "fast");
+  EXPECT_EQ(on["Relu3"], "fast");
+}
+
 // The groups another backend's placement forms alike move together, first, whatever the per-node
 // times expect: three Relu + Sigmoid blocks, 1 ms a node on the base, 3 ms a node alone on the
 // other backend (no single node or region promises a saving) but 0.2 ms a fused pair there.

@@ -207,7 +207,9 @@ void sgemm_batched(const IsaKernels& isa, const GemmShape& s,
               for (int64_t ir = 0; ir < mc; ir += bl.mr) {
                 const int rows = static_cast<int>(std::min<int64_t>(bl.mr, mc - ir));
                 float* c = op.c + (ic + ir) * s.ldc + jr;
-                const GemmStart start = start_of(ic + ir, jr);
+                GemmStart start = start_of(ic + ir, jr);
+                // The first row panel reads this B panel first: the next one streams in meanwhile.
+                if (ir == 0 && jr + bl.nr < n1) start.prefetch_b = bl.nr * s.k;
                 if (a_in_place) {
                   bl.micro_rows[rows - 1](kc, op.a + (ic + ir) * s.a_rs + pc, s.a_rs, b_block, c, s.ldc, cols, start);
                 } else {

@@ -41,6 +41,10 @@ void gemm_block(int64_t kc, const float* a, int64_t lda, const float* b, float* 
     V bv[NV];
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) bv[j] = S::load_aligned(b + j * W);
+    if (start.prefetch_b != 0) {
+#pragma GCC unroll 4
+      for (int j = 0; j < NR; j += 16) __builtin_prefetch(b + start.prefetch_b + j, 0, 3);
+    }
 #pragma GCC unroll 32
     for (int i = 0; i < M; ++i) {
       const V av = S::set1(kALd > 0 ? a[i] : a[i * lda]);
