@@ -887,6 +887,34 @@ TEST(Optimizer, RefinementSkipsRegionsNextToOnesRecalledAsLost) {
   EXPECT_EQ(tried_sizes, std::vector<int>{2});  // the 3-node region is one node from the lost one
 }
 
+// On long chains the regions near a lost one differ from it by a sixteenth of its nodes: a chain
+// of 34 nodes whose whole (34 nodes) lost before: the regions of 33 and 32 nodes are skipped, and
+// the first one tried has 31 (the rule of one node tried 32).
+TEST(Optimizer, RefinementSkipsRegionsWithinASixteenthOfALostOne) {
+  TestGraph t;
+  int v = t.input({4, 64});
+  for (int i = 0; i < 17; ++i) v = t.op("Sigmoid", {t.op("Relu", {v})});
+  t.finish({v});
+  TimedBackend base("base", {{"Relu", 0.0}, {"Sigmoid", 0.0}});
+  TimedBackend fast("fast", {{"Relu", 0.0}, {"Sigmoid", 0.0}});
+  std::map<const Backend*, std::vector<double>> node_seconds = {{&base, std::vector<double>(34, 0.004)},
+                                                                {&fast, std::vector<double>(34, 0.003)}};
+  OptimizeOptions o;
+  o.refine_min_saving = 0.1;  // 13.6 ms: regions of 14 nodes or more, no single node
+  o.refine_max_region_share = 1;
+  o.refine_max_tries = 2;  // the recalled loss counts as one
+  std::vector<int> tried_sizes;
+  MoveMemory memory;
+  memory.recall = [](const NodeSet& nodes, const Backend&) -> std::optional<bool> {
+    if (nodes.count() == 34) return false;
+    return std::nullopt;
+  };
+  memory.remember = [&](const NodeSet& nodes, const Backend&, bool) { tried_sizes.push_back(nodes.count()); };
+  Refinement r = refine_placement(t.g, base, {&base, &fast}, node_seconds, t.inputs, quick(), o,
+                                  std::chrono::steady_clock::now() + std::chrono::seconds(60), &memory);
+  EXPECT_EQ(tried_sizes, std::vector<int>{31});
+}
+
 // A region holding most of the base placement's time is the other backend's placement, timed
 // on its own: not a move.
 TEST(Optimizer, RefinementLeavesRegionsOfMostOfTheModelToTheOtherPlacement) {
