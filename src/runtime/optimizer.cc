@@ -323,15 +323,20 @@ void choose_in_turns(const Graph& g, const std::vector<std::vector<Partition>>& 
   std::vector<int> finalists = {result.chosen_variant};
   for (int k : refined)
     if (k != result.chosen_variant) finalists.push_back(k);
+  // How near a contender is: its timing alone, or its prediction where it has one (a searched plan).
+  auto nearness = [&](int k) {
+    const PlanVariant& v = result.variants[k];
+    return v.predicted_seconds >= 0 && v.measured_seconds >= 0 ? std::min(v.measured_seconds, v.predicted_seconds)
+                                                               : v.measured_seconds;
+  };
   std::vector<int> others;
   for (size_t k = 0; k < result.variants.size(); ++k) {
-    const double t = result.variants[k].measured_seconds;
+    const double t = nearness(static_cast<int>(k));
     if (std::find(finalists.begin(), finalists.end(), static_cast<int>(k)) == finalists.end() && !parts[k].empty() &&
         t >= 0 && t <= options.finalist_factor * fastest)
       others.push_back(static_cast<int>(k));
   }
-  std::sort(others.begin(), others.end(),
-            [&](int a, int b) { return result.variants[a].measured_seconds < result.variants[b].measured_seconds; });
+  std::sort(others.begin(), others.end(), [&](int a, int b) { return nearness(a) < nearness(b); });
   for (int k : others)
     if (static_cast<int>(finalists.size()) < options.max_finalists) finalists.push_back(k);
   if (finalists.size() < 2) return;
