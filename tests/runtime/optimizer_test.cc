@@ -867,59 +867,51 @@ TEST(Optimizer, RefinementMovesClassesOfLikeGroupsTogether) {
   EXPECT_FALSE(none.improved);
 }
 
-// A region recalled as lost (an earlier run timed it) is as one that lost in this run: the regions
-// one node away from it are not tried, so a warm run times no move the cold run did not.
-TEST(Optimizer, RefinementSkipsRegionsNextToOnesRecalledAsLost) {
+// The sizes of the regions refine_placement times on a chain of `blocks` Relu + Sigmoid pairs (4 ms
+// a node expected on the base, 3 ms on `fast`) whose whole was recalled as lost. Regions only: the
+// minimum saving, a tenth of the chain's expected time, is more than a single node saves.
+std::vector<int> region_sizes_tried_after_the_chain_lost(int blocks, int max_tries, int* tried) {
   TestGraph t;
   int v = t.input({4, 64});
-  for (int i = 0; i < 2; ++i) v = t.op("Sigmoid", {t.op("Relu", {v})});
+  for (int i = 0; i < blocks; ++i) v = t.op("Sigmoid", {t.op("Relu", {v})});
   t.finish({v});
+  const int nodes = 2 * blocks;
   TimedBackend base("base", {{"Relu", 0.0}, {"Sigmoid", 0.0}});
   TimedBackend fast("fast", {{"Relu", 0.0}, {"Sigmoid", 0.0}});
-  std::map<const Backend*, std::vector<double>> node_seconds = {{&base, std::vector<double>(4, 0.004)},
-                                                                {&fast, std::vector<double>(4, 0.003)}};
+  std::map<const Backend*, std::vector<double>> node_seconds = {{&base, std::vector<double>(nodes, 0.004)},
+                                                                {&fast, std::vector<double>(nodes, 0.003)}};
   OptimizeOptions o;
-  o.refine_min_saving = 0.1;      // 1.6 ms: no single node's 1 ms; regions of 2, 3 and 4 nodes
+  o.refine_min_saving = 0.1;
   o.refine_max_region_share = 1;  // the whole model is a region here
-  std::vector<int> tried_sizes;
+  o.refine_max_tries = max_tries;  // the recalled loss counts as one
+  std::vector<int> sizes;
   MoveMemory memory;
-  memory.recall = [](const NodeSet& nodes, const Backend&) -> std::optional<bool> {
-    if (nodes.count() == 4) return false;  // the whole chain lost before
+  memory.recall = [nodes](const NodeSet& set, const Backend&) -> std::optional<bool> {
+    if (set.count() == nodes) return false;
     return std::nullopt;
   };
-  memory.remember = [&](const NodeSet& nodes, const Backend&, bool) { tried_sizes.push_back(nodes.count()); };
+  memory.remember = [&](const NodeSet& set, const Backend&, bool) { sizes.push_back(set.count()); };
   Refinement r = refine_placement(t.g, base, {&base, &fast}, node_seconds, t.inputs, quick(), o,
                                   std::chrono::steady_clock::now() + std::chrono::seconds(60), &memory);
-  EXPECT_EQ(r.tried, 1);
-  EXPECT_EQ(tried_sizes, std::vector<int>{2});  // the 3-node region is one node from the lost one
+  *tried = r.tried;
+  return sizes;
+}
+
+// A region recalled as lost (an earlier run timed it) is as one that lost in this run: the regions
+// one node away from it are not tried, so a warm run times no move the cold run did not. Four
+// nodes: regions of 2, 3 and 4; the 3-node one is one node from the lost one.
+TEST(Optimizer, RefinementSkipsRegionsNextToOnesRecalledAsLost) {
+  int tried = 0;
+  EXPECT_EQ(region_sizes_tried_after_the_chain_lost(2, 24, &tried), std::vector<int>{2});
+  EXPECT_EQ(tried, 1);
 }
 
 // On long chains the regions near a lost one differ from it by a sixteenth of its nodes: a chain
 // of 34 nodes whose whole (34 nodes) lost before: the regions of 33 and 32 nodes are skipped, and
 // the first one tried has 31 (the rule of one node tried 32).
 TEST(Optimizer, RefinementSkipsRegionsWithinASixteenthOfALostOne) {
-  TestGraph t;
-  int v = t.input({4, 64});
-  for (int i = 0; i < 17; ++i) v = t.op("Sigmoid", {t.op("Relu", {v})});
-  t.finish({v});
-  TimedBackend base("base", {{"Relu", 0.0}, {"Sigmoid", 0.0}});
-  TimedBackend fast("fast", {{"Relu", 0.0}, {"Sigmoid", 0.0}});
-  std::map<const Backend*, std::vector<double>> node_seconds = {{&base, std::vector<double>(34, 0.004)},
-                                                                {&fast, std::vector<double>(34, 0.003)}};
-  OptimizeOptions o;
-  o.refine_min_saving = 0.1;  // 13.6 ms: regions of 14 nodes or more, no single node
-  o.refine_max_region_share = 1;
-  o.refine_max_tries = 2;  // the recalled loss counts as one
-  std::vector<int> tried_sizes;
-  MoveMemory memory;
-  memory.recall = [](const NodeSet& nodes, const Backend&) -> std::optional<bool> {
-    if (nodes.count() == 34) return false;
-    return std::nullopt;
-  };
-  memory.remember = [&](const NodeSet& nodes, const Backend&, bool) { tried_sizes.push_back(nodes.count()); };
-  Refinement r = refine_placement(t.g, base, {&base, &fast}, node_seconds, t.inputs, quick(), o,
-                                  std::chrono::steady_clock::now() + std::chrono::seconds(60), &memory);
-  EXPECT_EQ(tried_sizes, std::vector<int>{31});
+  int tried = 0;
+  EXPECT_EQ(region_sizes_tried_after_the_chain_lost(17, 2, &tried), std::vector<int>{31});
 }
 
 // A region holding most of the base placement's time is the other backend's placement, timed
